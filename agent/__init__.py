@@ -1,0 +1,1 @@
+"""traindoc's core: settings, the typed answer, and the one ``ask()`` every front end calls."""

@@ -1,0 +1,59 @@
+"""The typed answer every front end renders. ``to_json()`` is the `ask --json` schema."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Citation:
+    n: int
+    source: str
+    section: str
+    chunk_id: str
+    score: float
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class FindingView:
+    probe: str
+    status: str
+    code: str
+    summary: str
+    evidence: str
+    related: list[int] = field(default_factory=list)
+    fix: str = ""
+
+
+@dataclass
+class Answer:
+    question: str
+    answer: str
+    citations: list[Citation]
+    findings: list[FindingView]
+    no_match: bool
+    backend: str = "offline"
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    error_lines: list[str] = field(default_factory=list)
+    recognised: list[str] = field(default_factory=list)
+    id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.id is not None:
+            data["id"] = self.id
+        data.update(
+            question=self.question,
+            answer=self.answer,
+            citations=[
+                {k: v for k, v in asdict(c).items() if k != "text"} | {"score": round(c.score, 4)}
+                for c in self.citations
+            ],
+            findings=[asdict(f) for f in self.findings],
+            no_match=self.no_match,
+            backend=self.backend,
+            timings_ms={k: round(v, 1) for k, v in self.timings_ms.items()},
+        )
+        return data

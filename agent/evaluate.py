@@ -1,0 +1,100 @@
+"""`traindoc eval`: the score.py metrics for traindoc, plus plain BM25 and plain dense baselines
+computed in the same run over the same chunks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.core import Question, Troubleshooter
+from agent.errors import InputError
+
+MODES = ("hybrid", "bm25", "dense")
+
+
+def load_cases(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read eval cases {path}: {exc}") from exc
+    cases = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            case = json.loads(line)
+            if "query" not in case:
+                raise ValueError('no "query"')
+        except ValueError as exc:
+            raise InputError(f"{path}:{number}: not an eval case: {exc}") from exc
+        case.setdefault("id", str(number))
+        case.setdefault("gold", [])
+        cases.append(case)
+    return cases
+
+
+def _first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | None:
+    for rank, (source, section) in enumerate(citations):
+        for gold in case["gold"]:
+            if Path(source).name == gold["file"] and gold["heading"] in section:
+                return rank
+    return None
+
+
+def evaluate(troubleshooter: Troubleshooter, path: Path) -> dict[str, Any]:
+    cases = load_cases(path)
+    report: dict[str, Any] = {"cases": len(cases), "answerable": sum(1 for c in cases if c["gold"]), "modes": {}}
+    for mode in MODES:
+        ranks: dict[str, int | None] = {}
+        negatives_ok = false_no_match = 0
+        misses = []
+        started = time.perf_counter()
+        for case in cases:
+            answer = troubleshooter.ask(Question(text=case["query"], id=case["id"], probes=False), mode=mode)
+            cited = [(c.source, c.section) for c in answer.citations]
+            if case["gold"]:
+                ranks[case["id"]] = rank = _first_hit(case, cited)
+                false_no_match += answer.no_match
+                if rank != 0:
+                    misses.append({"id": case["id"], "rank": rank, "cited": [s for _, s in cited[:3]]})
+            else:
+                negatives_ok += bool(answer.no_match or not cited)
+        positives = [c for c in cases if c["gold"]]
+
+        def recall(k: int, subset: list[dict[str, Any]]) -> float:
+            hits = [ranks[c["id"]] for c in subset]
+            return round(sum(r is not None and r < k for r in hits) / max(len(subset), 1), 3)
+
+        negatives = len(cases) - len(positives)
+        report["modes"][mode] = {
+            "R@1": recall(1, positives), "R@3": recall(3, positives), "R@5": recall(5, positives),
+            "negatives": round(negatives_ok / negatives, 3) if negatives else None,
+            "false_no_match": false_no_match,
+            "by_lang": {
+                lang: {"R@1": recall(1, sub), "R@3": recall(3, sub), "n": len(sub)}
+                for lang in sorted({str(c.get("lang", "")) for c in positives} - {""})
+                if (sub := [c for c in positives if c.get("lang") == lang])
+            },
+            "ms_per_case": round((time.perf_counter() - started) * 1000 / max(len(cases), 1), 1),
+            "misses": misses,
+        }
+    return report
+
+
+def render_report(report: dict[str, Any], show_misses: bool = False) -> str:
+    lines = [f"{report['cases']} cases, {report['answerable']} answerable", ""]
+    lines.append(f"{'':10}{'R@1':>7}{'R@3':>7}{'R@5':>7}{'neg':>7}{'falseNM':>9}{'ms/case':>9}")
+    for mode, m in report["modes"].items():
+        neg = "-" if m["negatives"] is None else f"{m['negatives']:.2f}"
+        lines.append(
+            f"{mode:10}{m['R@1']:7.2f}{m['R@3']:7.2f}{m['R@5']:7.2f}{neg:>7}{m['false_no_match']:9d}{m['ms_per_case']:9.1f}"
+        )
+    for mode, m in report["modes"].items():
+        for lang, sub in m["by_lang"].items():
+            lines.append(f"  {mode} {lang}: R@1 {sub['R@1']:.2f}  R@3 {sub['R@3']:.2f}  (n={sub['n']})")
+    if show_misses:
+        for miss in report["modes"]["hybrid"]["misses"]:
+            lines.append(f"  miss@1 {miss['id']} rank={miss['rank']}: {'; '.join(miss['cited'])[:150]}")
+    return "\n".join(lines)

@@ -1,0 +1,192 @@
+"""Markdown-aware chunking: one chunk per document section, with its full heading path.
+
+Rules, in the order they matter:
+- A heading is a `#`..`######` line outside a code fence; inside a fence `#` is a shell comment.
+- Each section keeps the path of headings above it (``Doc > Problem > Cause``).
+- Sub-headings that repeat inside one document (``错误信息``, ``解决方案``, ``Root cause`` ...) are
+  the generic parts of a problem write-up, not topics of their own: they stay inside their parent's
+  chunk, so a problem's error message, cause and fix are retrieved and cited together.
+- A code block is never split; a section longer than ``max_chars`` is split between blocks with
+  ``overlap_blocks`` blocks of overlap, every part keeping the section's path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+FENCE = re.compile(r"^\s*(```|~~~)")
+RST_UNDERLINE = re.compile(r"^([=\-~^\"'`*+#])\1{2,}\s*$")
+PATH_SEPARATOR = " > "
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable unit of a document."""
+
+    chunk_id: str
+    source: str
+    section: str
+    headings: tuple[str, ...]
+    text: str
+    part: int = 0
+
+    @property
+    def leaf_heading(self) -> str:
+        return self.headings[-1] if self.headings else ""
+
+
+@dataclass
+class _Section:
+    level: int
+    title: str
+    path: tuple[str, ...]
+    lines: list[str] = field(default_factory=list)
+    absorbed_into: _Section | None = None
+
+
+def _rst_to_markdown(text: str) -> str:
+    """Turn reStructuredText underlined titles into markdown headings (levels by first use)."""
+    lines = text.splitlines()
+    levels: dict[str, int] = {}
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() and not RST_UNDERLINE.match(line) and RST_UNDERLINE.match(nxt) \
+                and len(nxt.strip()) >= len(line.strip()) // 2:
+            mark = nxt.strip()[0]
+            level = levels.setdefault(mark, min(len(levels) + 1, 6))
+            out.append("#" * level + " " + line.strip())
+            i += 2
+            continue
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
+def _parse_sections(text: str) -> list[_Section]:
+    root = _Section(level=0, title="", path=())
+    sections = [root]
+    stack = [root]
+    in_fence = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else HEADING.match(line)
+        if match:
+            level = len(match.group(1))
+            title = match.group(2).strip()
+            while stack[-1].level >= level:
+                stack.pop()
+            section = _Section(level=level, title=title, path=stack[-1].path + (title,))
+            section.lines.append(line)
+            stack.append(section)
+            sections.append(section)
+        else:
+            stack[-1].lines.append(line)
+    return sections
+
+
+def _absorb_generic_subsections(sections: list[_Section]) -> None:
+    """Fold sections whose title repeats in the document into their nearest distinct ancestor."""
+    counts = Counter(s.title for s in sections if s.level > 0)
+    by_path = {s.path: s for s in sections}
+    for section in sections:
+        if section.level <= 1 or counts[section.title] < 2:
+            continue
+        parent = by_path.get(section.path[:-1])
+        if parent is None or parent.level == 0:
+            continue
+        while parent.absorbed_into is not None:
+            parent = parent.absorbed_into
+        section.absorbed_into = parent
+        parent.lines.extend(section.lines)
+        section.lines = []
+
+
+def _blocks(lines: list[str]) -> list[str]:
+    """Paragraphs and whole code blocks, in order."""
+    blocks: list[str] = []
+    current: list[str] = []
+    in_fence = False
+    for line in lines:
+        if FENCE.match(line):
+            if not in_fence and current:
+                blocks.append("\n".join(current))
+                current = []
+            current.append(line)
+            in_fence = not in_fence
+            if not in_fence:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        if not in_fence and not line.strip():
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def _split(blocks: list[str], max_chars: int, overlap_blocks: int) -> list[list[str]]:
+    parts: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for block in blocks:
+        if current and size + len(block) > max_chars:
+            parts.append(current)
+            current = current[-overlap_blocks:] if overlap_blocks else []
+            size = sum(len(b) for b in current)
+        current.append(block)
+        size += len(block)
+    if current:
+        parts.append(current)
+    return parts
+
+
+def chunk_id_for(source: str, section: str, part: int) -> str:
+    digest = hashlib.sha1(f"{source}\x00{section}\x00{part}".encode()).hexdigest()
+    return digest[:16]
+
+
+def chunk_document(
+    text: str,
+    source: str,
+    *,
+    title: str | None = None,
+    max_chars: int = 1800,
+    overlap_blocks: int = 1,
+) -> list[Chunk]:
+    """Split one document into section chunks. ``source`` is the id used in chunk ids."""
+    if source.endswith(".rst"):
+        text = _rst_to_markdown(text)
+    sections = _parse_sections(text)
+    _absorb_generic_subsections(sections)
+    chunks: list[Chunk] = []
+    for section in sections:
+        path = section.path or ((title,) if title else ())
+        blocks = _blocks(section.lines)
+        body = [b for b in blocks if not HEADING.match(b.strip()) or "\n" in b.strip()]
+        if not body:
+            continue
+        section_name = PATH_SEPARATOR.join(path)
+        for part, part_blocks in enumerate(_split(blocks, max_chars, overlap_blocks)):
+            chunks.append(
+                Chunk(
+                    chunk_id=chunk_id_for(source, section_name, part),
+                    source=source,
+                    section=section_name,
+                    headings=path,
+                    text="\n\n".join(part_blocks),
+                    part=part,
+                )
+            )
+    return chunks

@@ -1,0 +1,102 @@
+"""Pull the error lines out of a pasted log or a document's code blocks.
+
+A pasted log is long and noisy (progress bars, warnings, config dumps); what identifies the failure
+is a handful of lines: a traceback's last line, NCCL/CUDA error lines, OOM and watchdog messages.
+The same extractor runs over the documents' code blocks, so the two sides can be matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+ERROR_LINE = re.compile(
+    r"(?:\b[A-Z][A-Za-z]*(?:Error|Exception|Interrupt)\b"  # RuntimeError, DistBackendError ...
+    r"|\bNCCL (?:WARN|ERROR|error)\b|\bnccl[A-Z][A-Za-z]+Error\b"
+    r"|\bCUDA (?:error|out of memory|failure)|\bCUBLAS_STATUS_\w+|\bcuda\w*Error\w*"
+    r"|out of memory|\bOOM\b|Watchdog caught|timed? ?out|Timeout|Address already in use"
+    r"|not compatible with|no kernel image|Segmentation fault|core dumped|Killed\b|SIGKILL|SIGSEGV"
+    r"|\bERROR\b|\bFATAL\b|\berror:|\bfailed\b|\bFailed\b|unrecognized arguments|is not supported"
+    r"|报错|错误|失败|卡住|超时)"
+)
+TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\)")
+FRAME_LINE = re.compile(r'^\s*(File "|at |\^+$|~+$)')
+TIMESTAMP = re.compile(r"^\s*(\[?\d{4}[-/]\d\d[-/]\d\d[ T][\d:.,]+\]?|\[?\d\d/\d\d \d\d:\d\d:\d\d\]?)\s*")
+RANK_PREFIX = re.compile(r"^\s*(\[(?:rank|Rank|RANK)?\s*\d+\]:?|\(\w+ pid=\d+(?:, ip=[\d.]+)?\)|[\w.-]+:\d+:\d+ )\s*")
+VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\b\d{3,}\b")
+MAX_LINE = 400
+
+
+def normalise(line: str) -> str:
+    """Strip timestamps, rank prefixes and volatile numbers so the same error matches across runs."""
+    line = TIMESTAMP.sub("", line)
+    line = RANK_PREFIX.sub("", line)
+    return VOLATILE.sub("#", line).strip()[:MAX_LINE]
+
+
+class ErrorLineCollector:
+    """Streams lines and keeps the distinct error lines, in bounded memory.
+
+    Tracebacks' last lines lead; of the other error lines the first ``keep`` (the root cause of a
+    cascade is usually early) and the last ``keep`` (what finally killed the job) are kept.
+    """
+
+    def __init__(self, keep: int = 20, max_seen: int = 20000) -> None:
+        self.keep = keep
+        self.max_seen = max_seen
+        self.tracebacks: list[str] = []
+        self.first: list[str] = []
+        self.last: list[str] = []
+        self._seen: set[str] = set()
+        self._in_traceback = False
+
+    def _new(self, line: str) -> bool:
+        key = normalise(line)
+        if not key or key in self._seen:
+            return False
+        if len(self._seen) < self.max_seen:
+            self._seen.add(key)
+        return True
+
+    def feed(self, raw: str) -> None:
+        line = raw.rstrip()[: MAX_LINE * 4]
+        if TRACEBACK_START.match(line):
+            self._in_traceback = True
+            return
+        if self._in_traceback:
+            if FRAME_LINE.match(line) or line.startswith("    "):
+                return
+            self._in_traceback = False
+            if self._new(line):
+                self.tracebacks.append(line.strip()[:MAX_LINE])
+                del self.tracebacks[: -self.keep]
+            return
+        if ERROR_LINE.search(line) and self._new(line):
+            entry = line.strip()[:MAX_LINE]
+            if len(self.first) < self.keep:
+                self.first.append(entry)
+            else:
+                self.last.append(entry)
+                del self.last[: -self.keep]
+
+    def result(self, limit: int = 40) -> list[str]:
+        return list(dict.fromkeys(self.tracebacks + self.first + self.last))[:limit]
+
+
+def error_lines(lines: Iterable[str], limit: int = 40) -> list[str]:
+    """The distinct error lines of a log, most telling first (tracebacks' last lines lead)."""
+    collector = ErrorLineCollector(keep=limit)
+    for line in _lines(lines):
+        collector.feed(line)
+    return collector.result(limit)
+
+
+def _lines(lines: Iterable[str]) -> Iterator[str]:
+    for item in lines:
+        yield from item.splitlines() if "\n" in item else (item,)
+
+
+def looks_like_log(text: str) -> bool:
+    """A pasted log (several lines, some of them errors) rather than a typed question."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return len(lines) >= 2 and any(ERROR_LINE.search(ln) for ln in lines)

