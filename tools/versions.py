@@ -1,0 +1,46 @@
+"""Versions of python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL in the user's interpreter."""
+
+from __future__ import annotations
+
+from tools.base import Clock, Finding, ProbeContext, ProbeResult, RunCommand, Status, failed, finish, run_command
+from tools.target_python import ScriptError, find_python, interpreter_available, run_script
+
+NAME = "versions"
+
+
+def available(ctx: ProbeContext) -> tuple[bool, str]:
+    return interpreter_available(ctx)
+
+
+def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
+    """Report python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL versions in the user's interpreter and flag packages that pin a different torch."""
+    clock = Clock(ctx.timeout_s)
+    python = find_python(ctx)
+    if python is None:
+        return failed(NAME, clock, Status.UNAVAILABLE, interpreter_available(ctx)[1])
+    try:
+        report = run_script(python, "versions_report.py", ctx, run, clock.left())
+    except ScriptError as exc:
+        status = Status.TIMED_OUT if exc.result.timed_out else Status.ERROR
+        return failed(NAME, clock, status, f"`{exc.result.call}` failed: {exc.message}",
+                      call=exc.result.call, message=exc.message)
+    packages = report.get("packages", {})
+    findings = [
+        Finding("TORCH_VERSION_CONFLICT", "problem",
+                f"{c['package']} {c['version']} requires {c['requires']} but torch {packages.get('torch')} is installed",
+                f"importlib.metadata.requires({c['package']!r}) -> {c['requires']}; torch {packages.get('torch')}",
+                f"Install a {c['package']} release built for torch {packages.get('torch')}, or install the torch it "
+                f"pins (`pip install '{c['requires']}'` with the right --index-url for your CUDA).",
+                ("version mismatch", c["package"], "undefined symbol", "torch version"))
+        for c in report.get("torch_pins", [])
+    ]
+    pip_nccl = packages.get("nvidia-nccl-cu12") or packages.get("nvidia-nccl-cu13")
+    if pip_nccl and report.get("nccl") and not pip_nccl.startswith(report["nccl"]):
+        findings.append(Finding("NCCL_VERSION_DIFFERS", "info",
+                                f"torch reports NCCL {report['nccl']} but the nvidia-nccl wheel is {pip_nccl}",
+                                f"torch.cuda.nccl.version() = {report['nccl']}; nvidia-nccl = {pip_nccl}",
+                                "Another libnccl is loaded first (LD_LIBRARY_PATH / LD_PRELOAD / NCCL built into "
+                                "torch); make every node use the same one.", ("nccl version", "ld_library_path")))
+    installed = ", ".join(f"{k} {v}" for k, v in packages.items() if v)
+    summary = f"Python {report.get('python')}; {installed}; NCCL {report.get('nccl') or 'n/a'}"
+    return finish(NAME, clock, findings, {"python_path": python, **report}, summary)
