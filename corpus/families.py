@@ -63,6 +63,14 @@ class Recognition:
     def names(self) -> list[str]:
         return [f.name for f in self.platforms + self.errors]
 
+    def coverage(self, section_families: frozenset[str]) -> float:
+        """Share of the recognised error families a section covers (0 when it cannot answer)."""
+        if not self.answered_by(section_families):
+            return 0.0
+        if not self.errors:
+            return 1.0
+        return sum(e.name in section_families for e in self.errors) / len(self.errors)
+
     def answered_by(self, section_families: frozenset[str]) -> bool:
         """Whether a section whose covered families are given can answer this question."""
         if any(p.name not in section_families for p in self.platforms):

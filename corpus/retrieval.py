@@ -126,9 +126,10 @@ class Retriever:
 
         fused = self._fuse(signals, mode, size)
         recognition = recognise(query, errors)
-        answerable = np.array([recognition.answered_by(f) for f in self.snapshot.families], dtype=bool)
+        coverage = np.array([recognition.coverage(f) for f in self.snapshot.families], dtype=np.float32)
+        answerable = coverage > 0
         if mode == "hybrid" and recognition.names:
-            fused = fused + self.weights.family * answerable
+            fused = fused + self.weights.family * coverage
         if boosts:
             for chunk_id, bonus in boosts.items():
                 index = self._position.get(chunk_id)

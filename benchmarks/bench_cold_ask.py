@@ -1,0 +1,127 @@
+"""Cold `ask` latency: process start to exit at most 2.5x `python -c "import torch"`, same interpreter.
+
+Setup (untimed): a fresh temp data dir (TRAINDOC_DATA_DIR) indexed with `traindoc index` (seeds only;
+TRAINDOC_* settings of the caller are dropped), then one untimed run of each command so that both
+start from a warm OS page cache: "cold" here means a new process, not an empty disk cache.
+
+Timed: N runs (default 5) of each command, interleaved (torch, ask, torch, ask, ...), wall time from
+spawn to reaped exit; medians compared. Also reported (no target): the peak RSS of the ask process
+(``ru_maxrss`` from ``wait4``), with torch's for scale.
+
+``--explain`` additionally runs the ask once under ``-X importtime`` and once under cProfile and
+prints the top costs (where a missed target comes from).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    PYTHON, check, clean_env, finish, fmt_s, median, parser, run_timed, script, verdict,
+)
+
+TARGET_RATIO = 2.5
+QUESTION = "why is NCCL hanging"
+
+
+def ask_cmd() -> list[str]:
+    return [script("ask"), "--json", "--no-probes", QUESTION]
+
+
+def torch_cmd() -> list[str]:
+    return [PYTHON, "-c", "import torch"]
+
+
+def explain(env: dict[str, str]) -> None:
+    print("\n-- where the cold ask spends its time --")
+    result = check(run_timed([PYTHON, "-X", "importtime", *ask_cmd()], env), "ask under -X importtime")
+    rows = []
+    for line in result.stderr.decode(errors="replace").splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)", line)
+        if m:
+            rows.append((int(m.group(1)), int(m.group(2)), len(m.group(3)), m.group(4)))
+    total_self = sum(r[0] for r in rows)
+    print(f"imports: {len(rows)} modules, {total_self / 1e6:.2f} s in module bodies (importtime, inflated)")
+    by_package: dict[str, int] = defaultdict(int)
+    for self_us, _, _, name in rows:
+        by_package[name.split(".")[0]] += self_us
+    top = sorted(by_package.items(), key=lambda kv: -kv[1])[:12]
+    print("  by top-level package (self time summed): " + ", ".join(f"{k} {v / 1e3:.0f} ms" for k, v in top))
+    outer = sorted((r for r in rows if r[2] <= 1), key=lambda r: -r[1])[:10]
+    print("  outermost imports by cumulative time: " + ", ".join(f"{r[3]} {r[1] / 1e3:.0f} ms" for r in outer))
+
+    import pstats
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = Path(tmp) / "ask.prof"
+        check(run_timed([PYTHON, "-m", "cProfile", "-o", str(prof), *ask_cmd()], env), "ask under cProfile")
+        stats = pstats.Stats(str(prof))
+        total = stats.total_tt  # type: ignore[attr-defined]
+        print(f"cProfile: {total:.2f} s profiled (profiling overhead inflates pure-Python code)")
+        entries = []
+        for (filename, line, func), (_, _, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+            entries.append((cumtime, tottime, f"{_short(filename)}:{line}({func})"))
+        interesting = [e for e in entries if "importlib" not in e[2] and "built-in method builtins.exec" not in e[2]]
+        print("  top cumulative (project and library functions):")
+        for cum, tot, where in sorted(interesting, key=lambda e: -e[0])[:22]:
+            print(f"    {cum:6.2f} s cum  {tot:6.2f} s self  {where}")
+        print("  top self time:")
+        for cum, tot, where in sorted(entries, key=lambda e: -e[1])[:10]:
+            print(f"    {tot:6.2f} s self  {cum:6.2f} s cum  {where}")
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "/work/main/", "lib/python3"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
+
+
+def main() -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--explain", action="store_true", help="also profile one cold ask (importtime + cProfile)")
+    args = p.parse_args()
+    print(f"== cold ask vs import torch (N={args.runs}, interleaved; target ratio <= {TARGET_RATIO})")
+    data_dir = Path(tempfile.mkdtemp(prefix="traindoc-bench-cold-"))
+    env = clean_env(TRAINDOC_DATA_DIR=str(data_dir))
+    try:
+        built = check(run_timed([script("traindoc"), "index"], env), "traindoc index")
+        print(f"setup: traindoc index in {built.wall_s:.2f} s: {built.stdout.decode().strip()}")
+        warm = check(run_timed(ask_cmd(), env), "ask")
+        answer = json.loads(warm.stdout)
+        print(f"setup: warm-up ask answered with {len(answer.get('citations', []))} citations")
+        check(run_timed(torch_cmd(), env), "import torch")
+
+        torch_s, ask_s, ask_rss, torch_rss = [], [], [], []
+        for _ in range(args.runs):
+            t = check(run_timed(torch_cmd(), env), "import torch")
+            a = check(run_timed(ask_cmd(), env), "ask")
+            torch_s.append(t.wall_s)
+            torch_rss.append(t.max_rss_mb)
+            ask_s.append(a.wall_s)
+            ask_rss.append(a.max_rss_mb)
+        base, cold = median(torch_s), median(ask_s)
+        print(f"python -c 'import torch': median {base:.2f} s  [{fmt_s(torch_s)}]  peak RSS {median(torch_rss):.0f} MiB")
+        print(f"ask --json --no-probes : median {cold:.2f} s  [{fmt_s(ask_s)}]")
+        print(f"peak RSS of cold ask (no target): median {median(ask_rss):.0f} MiB  (max {max(ask_rss):.0f} MiB)")
+        ratio = cold / base
+        print(f"ratio cold_ask / import_torch = {ratio:.2f}x")
+        ok = ratio <= TARGET_RATIO
+        verdict("cold ask", ok, f"{cold:.2f} s = {ratio:.2f}x import torch ({base:.2f} s), target <= {TARGET_RATIO}x")
+        if args.explain:
+            explain(env)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return finish(args.strict, [ok])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

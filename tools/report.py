@@ -1,0 +1,116 @@
+"""Rendering probe results, bundling them to JSON for another machine, and comparing bundles across nodes."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tools.base import Finding, ProbeContext, ProbeResult
+from tools.env_vars import ifname_matches
+from tools.redact import mask_json
+
+BUNDLE_VERSION = 1
+_STYLE = {"ok": "green", "problem": "bold red", "unavailable": "dim", "error": "red", "timed_out": "yellow"}
+
+
+class BundleError(ValueError):
+    """A file that is not a readable traindoc bundle."""
+
+
+def render_table(results: list[ProbeResult]) -> Any:
+    """A rich Table: probe, verdict, summary, evidence (the findings' evidence, else the raw facts, shortened)."""
+    from rich.table import Table  # only `traindoc probe` pays for rich
+    from rich.text import Text  # Text, not markup: log lines like "[rank3]:" must print verbatim
+
+    table = Table(title="traindoc probes", show_lines=True)
+    for column in ("probe", "verdict", "summary", "evidence"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        status = result.status.value
+        evidence = "\n".join(f"{f.code}: {f.evidence}" for f in result.findings) or json.dumps(result.evidence)
+        table.add_row(Text(result.probe), Text(status, style=_STYLE[status]), Text(result.summary),
+                      Text(_shorten(evidence, 400)))
+    return table
+
+
+def bundle(results: list[ProbeResult], ctx: ProbeContext | None = None) -> dict[str, Any]:
+    data = {
+        "traindoc_bundle": BUNDLE_VERSION,
+        "host": socket.gethostname(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "timeout_s": ctx.timeout_s if ctx else None,
+        "results": [r.to_dict() for r in results],
+    }
+    return mask_json(data)
+
+
+def load_bundle(path: str | Path) -> list[ProbeResult]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: not a readable JSON bundle ({exc})") from exc
+    if not isinstance(data, dict) or data.get("traindoc_bundle") != BUNDLE_VERSION:
+        raise BundleError(f"{path}: not a traindoc bundle (expected \"traindoc_bundle\": {BUNDLE_VERSION})")
+    try:
+        return [ProbeResult.from_dict(r) for r in data["results"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{path}: malformed result in bundle ({type(exc).__name__}: {exc})") from exc
+
+
+def node_facts(results: list[ProbeResult]) -> dict[str, Any]:
+    """The facts that must agree across nodes of one job, pulled from each probe's evidence."""
+    ev = {r.probe: r.evidence for r in results}
+    compat = ev.get("torch_cuda_compat", {}).get("report", {})
+    vers = ev.get("versions", {})
+    gpu = ev.get("gpu_inventory", {})
+    env = ev.get("env_vars", {})
+    variables = env.get("variables", {})
+    return {
+        "python": vers.get("python") or compat.get("python"),
+        "torch": (vers.get("packages") or {}).get("torch") or compat.get("torch"),
+        "torch CUDA": vers.get("torch_cuda") or compat.get("torch_cuda"),
+        "NCCL": vers.get("nccl") or compat.get("nccl"),
+        "driver": gpu.get("driver_version") or ev.get("torch_cuda_compat", {}).get("driver_version"),
+        "GPU models": ", ".join(sorted({g["name"] for g in gpu.get("gpus", [])})) or None,
+        "NCCL variables": {k: v for k, v in variables.items() if k.startswith("NCCL_")} if env else None,
+        "_interfaces": env.get("interfaces"),
+        "_ifname": variables.get("NCCL_SOCKET_IFNAME"),
+    }
+
+
+def compare_bundles(bundles: Mapping[str, list[ProbeResult]]) -> list[Finding]:
+    """Differences between nodes that break multi-node jobs (versions, GPUs, NCCL settings, interfaces)."""
+    facts = {node: node_facts(results) for node, results in bundles.items()}
+    findings = []
+    for key in ("torch", "torch CUDA", "NCCL", "driver", "python", "GPU models", "NCCL variables"):
+        values = {node: f[key] for node, f in facts.items() if f[key] is not None}
+        if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
+            code = "NODES_DIFFER_" + key.upper().replace(" ", "_")
+            shown = "; ".join(f"{node}: {_fmt(v)}" for node, v in values.items())
+            severity = "info" if key in ("driver", "GPU models") else "problem"
+            findings.append(Finding(code, severity, f"{key} differs across nodes", shown,
+                                    f"Make {key} identical on every node (same image / environment).",
+                                    ("multi-node", "version mismatch", key.lower(), "nccl hang")))
+    for node, f in facts.items():
+        if f["_ifname"] and f["_interfaces"] and not ifname_matches(f["_ifname"], f["_interfaces"]):
+            findings.append(Finding(
+                "NODE_IFNAME_MISSING", "problem", f"NCCL_SOCKET_IFNAME={f['_ifname']} matches no interface on {node}",
+                f"{node}: interfaces {', '.join(f['_interfaces'])}",
+                "Interface names often differ between nodes (eth0 vs ens5); use a prefix list that matches on "
+                "every node, e.g. NCCL_SOCKET_IFNAME=eth,ens, or exclude instead: NCCL_SOCKET_IFNAME=^lo,docker.",
+                ("nccl_socket_ifname", "network interface", "multi-node", "nccl hang")))
+    return findings
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "(none)"
+    return str(value)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
