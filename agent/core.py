@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.answer import Answer, Citation
 from agent.compose import compose
@@ -26,6 +28,9 @@ class Question:
     log_errors: list[str] = field(default_factory=list)
     id: str | None = None
     probes: bool = True
+    log_paths: tuple[Path, ...] = ()
+    python: str | None = None  # the interpreter the user's training runs with
+    bundle: Path | None = None  # diagnose from a `traindoc probe --json` bundle instead of this machine
 
     def search_text(self) -> str:
         """What retrieval sees: the question, then the log's error lines (they carry the signal)."""
@@ -80,30 +85,55 @@ class Troubleshooter:
         return self._retriever
 
     # -- the core ------------------------------------------------------------
-    def ask(self, question: Question, *, mode: str = "hybrid", on_stage: Callable[[str], None] | None = None) -> Answer:
+    def ask(self, question: Question, *, mode: str = "hybrid") -> Answer:
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        text = question.search_text()
+        probing = self._start_probes(question, text)
         retriever = self.retriever()
         timings["load"] = (time.perf_counter() - started) * 1000
-        text = question.search_text()
+        diagnosis = probing.result() if probing is not None else None
+        if diagnosis is not None:
+            timings["probes"] = (time.perf_counter() - started) * 1000
         t0 = time.perf_counter()
-        result = retriever.search(text, k=self.settings.top_k, mode=mode)  # type: ignore[arg-type]
+        boost = diagnosis.boost_text() if diagnosis is not None else ""
+        result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost)  # type: ignore[arg-type]
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
-        no_match = result.no_match
         citations = [
             Citation(n=i, source=h.chunk.source, section=h.chunk.section, chunk_id=h.chunk.chunk_id,
                      score=h.score, text=h.chunk.text)
             for i, h in enumerate(result.hits, 1)
         ]
+        if result.no_match:
+            citations = []
+        findings = []
+        if diagnosis is not None:
+            from agent.diagnose import finding_views, relevant_results
+
+            results = relevant_results(diagnosis, text) if question.bundle else diagnosis.results
+            findings = finding_views(results, citations)
         t0 = time.perf_counter()
         errors = question.log_errors or result.error_lines
-        body = compose(question.text, citations, [], no_match, result.recognised, errors)
+        body = compose(question.text, citations, findings, result.no_match, result.recognised, errors)
         timings["compose"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         return Answer(
-            question=question.text, answer=body, citations=[] if no_match else citations, findings=[],
-            no_match=no_match, timings_ms=timings, error_lines=errors, recognised=result.recognised, id=question.id,
+            question=question.text, answer=body, citations=citations, findings=findings,
+            no_match=result.no_match, timings_ms=timings, error_lines=errors, recognised=result.recognised,
+            id=question.id,
         )
+
+    def _start_probes(self, question: Question, text: str) -> Future | None:  # type: ignore[type-arg]
+        """Probes run in the background while the index loads."""
+        if not (question.probes or question.bundle):
+            return None
+        from agent.diagnose import ProbeRequest, diagnose
+
+        request = ProbeRequest(text=text, log_paths=question.log_paths, python=question.python, bundle=question.bundle)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnose")
+        future = pool.submit(diagnose, request)
+        pool.shutdown(wait=False)
+        return future
 
 
 def build_troubleshooter(settings: Settings | None = None) -> Troubleshooter:

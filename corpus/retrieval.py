@@ -46,6 +46,7 @@ class Weights:
     error: float = 0.25
     dense_floor: float = 0.15
     family: float = 0.15
+    probe: float = 0.2
     # no_match: the best candidate needs this fused score, or a strong single signal.
     min_score: float = 0.42
     min_dense: float = 0.42
@@ -104,6 +105,7 @@ class Retriever:
         *,
         mode: Mode = "hybrid",
         boosts: Mapping[str, float] | None = None,
+        boost_text: str = "",
     ) -> RetrievalResult:
         query = query[:MAX_QUERY_CHARS] if len(query) <= MAX_QUERY_CHARS else _head_and_errors(query)
         size = len(self.snapshot.chunks)
@@ -130,6 +132,9 @@ class Retriever:
         answerable = coverage > 0
         if mode == "hybrid" and recognition.names:
             fused = fused + self.weights.family * coverage
+        if boost_text and mode == "hybrid":
+            # Words of what a probe found on the machine: the sections about it move up.
+            fused = fused + self.weights.probe * _scaled(self.snapshot.bm25.scores(tokenize(boost_text)))
         if boosts:
             for chunk_id, bonus in boosts.items():
                 index = self._position.get(chunk_id)

@@ -51,7 +51,7 @@ def probe(
     gpu_count: GpuCount = gpu_inventory.gpu_count,
     interfaces: Interfaces = list_interfaces,
 ) -> ProbeResult:
-    """Show the NCCL_*/CUDA_*/TORCH_*/MASTER_*/WORLD_SIZE/RANK variables (secrets masked) and flag wrong interface names, WORLD_SIZE above the GPU count, bad CUDA_VISIBLE_DEVICES."""
+    """Show the NCCL_*/CUDA_*/TORCH_*/MASTER_*/WORLD_SIZE/RANK variables (secrets masked) and flag wrong interface names, WORLD_SIZE above the GPU count, bad CUDA_VISIBLE_DEVICES."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     env = ctx.environ
     variables = {k: mask_value(v, k) for k, v in sorted(env.items()) if _RELEVANT.match(k)}
@@ -64,7 +64,8 @@ def probe(
         *_nccl_switches(env),
     ]
     evidence = {"variables": variables, "interfaces": nics, "gpu_count": count}
-    return finish(NAME, clock, findings, evidence, f"{len(variables)} relevant variable(s); interfaces {', '.join(nics)}")
+    summary = f"{len(variables)} relevant variable(s); interfaces {', '.join(nics)}"
+    return finish(NAME, clock, findings, evidence, summary)
 
 
 def _ifname(env: Mapping[str, str], nics: list[str]) -> list[Finding]:
@@ -133,7 +134,7 @@ def _visible_devices(env: Mapping[str, str], count: int | None) -> list[Finding]
 def _nccl_switches(env: Mapping[str, str]) -> list[Finding]:
     found = []
     if env.get("NCCL_P2P_DISABLE", "0").strip() not in ("", "0"):
-        found.append(Finding("NCCL_P2P_DISABLED", "info", "NCCL_P2P_DISABLE is set: GPU peer-to-peer (NVLink/PCIe) is off",
+        found.append(Finding("NCCL_P2P_DISABLED", "info", "NCCL_P2P_DISABLE is set: GPU peer-to-peer is off",
                              f"NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']}",
                              "Intra-node traffic goes through host memory (slower). Keep it only if P2P hangs "
                              "(e.g. some consumer GPUs/IOMMU setups); otherwise unset it.",
@@ -146,7 +147,8 @@ def _nccl_switches(env: Mapping[str, str]) -> list[Finding]:
     if not env.get("NCCL_DEBUG"):
         found.append(Finding("NCCL_DEBUG_UNSET", "info", "NCCL_DEBUG is not set",
                              "NCCL_DEBUG unset", "When diagnosing a hang, rerun with `NCCL_DEBUG=INFO "
-                             "TORCH_NCCL_ASYNC_ERROR_HANDLING=1` (or TORCH_DISTRIBUTED_DEBUG=DETAIL) to see where it stops.",
+                             "TORCH_NCCL_ASYNC_ERROR_HANDLING=1` (or TORCH_DISTRIBUTED_DEBUG=DETAIL) "
+                             "to see where it stops.",
                              ("nccl_debug", "nccl hang", "debugging")))
     return found
 

@@ -148,7 +148,7 @@ def gpu_count(ctx: ProbeContext) -> int | None:
 
 
 def probe(ctx: ProbeContext, nvml: Any | None = None, run: RunCommand = run_command) -> ProbeResult:
-    """List the NVIDIA GPUs (name, compute capability, memory used/total, utilization, driver) and the processes using each."""
+    """List the NVIDIA GPUs (name, compute capability, memory used/total, utilization, driver) and the processes using each."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     nvml = nvml if nvml is not None else load_nvml()
     nvml_error = "nvidia-ml-py not installed"
@@ -160,7 +160,8 @@ def probe(ctx: ProbeContext, nvml: Any | None = None, run: RunCommand = run_comm
             nvml_error = f"{exc.call}: {exc.message}"
     if facts is None:
         if not shutil.which("nvidia-smi", path=ctx.environ.get("PATH")):
-            return failed(NAME, clock, Status.UNAVAILABLE, f"NVML library not found ({nvml_error}); nvidia-smi not found",
+            reason = f"NVML library not found ({nvml_error}); nvidia-smi not found"
+            return failed(NAME, clock, Status.UNAVAILABLE, reason,
                           nvml_error=nvml_error)
         try:
             facts = read_smi(ctx, run, clock.left())

@@ -140,7 +140,7 @@ def available(ctx: ProbeContext) -> tuple[bool, str]:
 
 
 def probe(ctx: ProbeContext, paths: tuple[Path, ...] | None = None) -> ProbeResult:
-    """Scan the given training log files (plain or .gz) for error signatures: traceback last lines, NCCL WARN/timeouts, CUDA errors, OOM, with counts, line numbers and ranks."""
+    """Scan the given training log files (plain or .gz) for error signatures: traceback last lines, NCCL WARN/timeouts, CUDA errors, OOM, with counts, line numbers and ranks."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     targets = paths if paths is not None else ctx.log_paths
     if not targets:

@@ -124,13 +124,14 @@ def probe(
     resolver: Resolver = resolve,
     connector: Connector = connect,
 ) -> ProbeResult:
-    """Check whether MASTER_PORT (default 29500) is free on this machine, which process holds it, and whether MASTER_ADDR resolves and accepts connections."""
+    """Check whether MASTER_PORT (default 29500) is free on this machine, which process holds it, and whether MASTER_ADDR resolves and accepts connections."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     findings: list[Finding] = []
     ports: dict[str, Any] = {}
     for port in ports_to_check(ctx):
         errors = {host: bind_error(host, port) for host in ("0.0.0.0", "127.0.0.1")}
-        entry: dict[str, Any] = {"bind_errors": {h: e for h, e in errors.items() if e}, "free": not any(errors.values())}
+        entry: dict[str, Any] = {"bind_errors": {h: e for h, e in errors.items() if e},
+                                 "free": not any(errors.values())}
         ports[str(port)] = entry
         if entry["free"]:
             continue
@@ -154,7 +155,8 @@ def probe(
 
 
 def _in_use(port: int, owners: list[dict[str, Any]], errors: dict[str, str]) -> Finding:
-    who = "; ".join(f"pid {o['pid']}: {o['cmdline']}" for o in owners) or "owner not visible (another user or container)"
+    who = "; ".join(f"pid {o['pid']}: {o['cmdline']}" for o in owners)
+    who = who or "owner not visible (another user or container)"
     short = "; ".join(f"pid {o['pid']} {o['cmdline'][:60]}" for o in owners) or "owner not visible"
     pids = " ".join(str(o["pid"]) for o in owners) or "<pid>"
     return Finding(

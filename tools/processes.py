@@ -1,4 +1,4 @@
-"""Leftover training processes (torchrun, deepspeed, accelerate, *train*.py, vllm, ray workers) that still hold GPUs or ports."""
+"""Leftover training processes (torchrun, deepspeed, accelerate, *train*.py, vllm, ray workers) that still hold GPUs or ports."""  # noqa: E501 - the LLM-facing description is one line
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def ancestors(pid: int, parents: dict[int, int]) -> set[int]:
 
 
 def probe(ctx: ProbeContext, reader: ProcReader = read_procs, self_pid: int | None = None) -> ProbeResult:
-    """List leftover training processes (torchrun, deepspeed, accelerate launch, python *train*.py, vllm, ray workers) with pid, age and command line; never kills anything."""
+    """List leftover training processes (torchrun, deepspeed, accelerate launch, python *train*.py, vllm, ray workers) with pid, age and command line; never kills anything."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     procs = reader()
     parents = {p.pid: p.ppid for p in procs}

@@ -10,7 +10,18 @@ from functools import cache
 from typing import Any
 
 from tools import gpu_inventory
-from tools.base import Clock, Finding, ProbeContext, ProbeResult, RunCommand, Status, data_path, failed, finish, run_command
+from tools.base import (
+    Clock,
+    Finding,
+    ProbeContext,
+    ProbeResult,
+    RunCommand,
+    Status,
+    data_path,
+    failed,
+    finish,
+    run_command,
+)
 from tools.target_python import ScriptError, find_python, interpreter_available, run_script
 
 NAME = "torch_cuda_compat"
@@ -56,7 +67,7 @@ def probe(
     run: RunCommand = run_command,
     gpu_facts: GpuFactsFn = gpu_inventory.gpu_facts,
 ) -> ProbeResult:
-    """Check the user's torch build against their GPUs: arch list vs compute capability (sm_XY), CPU-only builds, driver too old for torch's CUDA."""
+    """Check the user's torch build against their GPUs: arch list vs compute capability (sm_XY), CPU-only builds, driver too old for torch's CUDA."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     python = find_python(ctx)
     if python is None:
@@ -100,7 +111,7 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
     has_gpu = facts is not None and bool(facts.gpus) or bool(shutil.which("nvidia-smi", path=ctx.environ.get("PATH")))
     if report.get("torch_cuda") is None and has_gpu:
         found.append(Finding(
-            "TORCH_CPU_ONLY", "problem", f"torch {report.get('torch')} is a CPU-only build but this machine has NVIDIA GPUs",
+            "TORCH_CPU_ONLY", "problem", f"torch {report.get('torch')} is a CPU-only build but this machine has NVIDIA GPUs",  # noqa: E501
             f"torch.version.cuda is None; torch.__version__ = {report.get('torch')}; GPUs: "
             + (", ".join(g.name for g in facts.gpus) if facts else "nvidia-smi present"),
             "Reinstall a CUDA build: `pip install torch --index-url https://download.pytorch.org/whl/cu128` "
@@ -110,7 +121,8 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
     if report.get("torch_cuda") and report.get("is_available") is False and has_gpu:
         found.append(Finding(
             "CUDA_NOT_AVAILABLE", "problem", "torch.cuda.is_available() is False although GPUs are present",
-            report.get("cuda_error") or f"CUDA build {report.get('torch_cuda')}, device_count={report.get('device_count')}",
+            report.get("cuda_error")
+            or f"CUDA build {report.get('torch_cuda')}, device_count={report.get('device_count')}",
             "Check CUDA_VISIBLE_DEVICES, the container's --gpus flag and that the driver supports this CUDA version.",
             ("torch.cuda.is_available false", "cuda init")))
     return found

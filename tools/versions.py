@@ -1,4 +1,4 @@
-"""Versions of python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL in the user's interpreter."""
+"""Versions of python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL in the user's interpreter."""  # noqa: E501 - the LLM-facing description is one line
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def available(ctx: ProbeContext) -> tuple[bool, str]:
 
 
 def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
-    """Report python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL versions in the user's interpreter and flag packages that pin a different torch."""
+    """Report python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL versions in the user's interpreter and flag packages that pin a different torch."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     python = find_python(ctx)
     if python is None:
@@ -27,7 +27,7 @@ def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
     packages = report.get("packages", {})
     findings = [
         Finding("TORCH_VERSION_CONFLICT", "problem",
-                f"{c['package']} {c['version']} requires {c['requires']} but torch {packages.get('torch')} is installed",
+                f"{c['package']} {c['version']} requires {c['requires']}, installed torch is {packages.get('torch')}",
                 f"importlib.metadata.requires({c['package']!r}) -> {c['requires']}; torch {packages.get('torch')}",
                 f"Install a {c['package']} release built for torch {packages.get('torch')}, or install the torch it "
                 f"pins (`pip install '{c['requires']}'` with the right --index-url for your CUDA).",

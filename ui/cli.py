@@ -49,6 +49,9 @@ def _ask_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
     parser.add_argument("--batch", metavar="FILE", type=Path, help='JSON lines with {"id", "query"}: answer each, in order')
     parser.add_argument("--no-probes", action="store_true", help="do not run live probes of this machine")
+    parser.add_argument("--python", metavar="PATH", help="the interpreter your training uses (default: active conda/venv, else python)")
+    parser.add_argument("--bundle", metavar="FILE.json", type=Path,
+                        help="diagnose from a `traindoc probe --json` bundle made on another machine")
     parser.add_argument("--top-k", type=int, default=None, metavar="N", help="how many sections to cite (default 5)")
     parser.add_argument("--debug", action="store_true", help="log details and tracebacks to stderr")
     return parser
@@ -65,6 +68,16 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("cases", type=Path, metavar="FILE.jsonl")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.add_argument("--show", action="store_true", help="list every miss")
+    probe = commands.add_parser("probe", help="run every read-only probe of this machine and print verdicts")
+    probe.add_argument("--json", action="store_true", help="print a bundle (secrets masked) to attach to an issue or Slack")
+    probe.add_argument("--python", metavar="PATH", help="the interpreter your training uses")
+    probe.add_argument("--port", type=int, action="append", default=[], metavar="N", help="MASTER_PORT to check (default 29500)")
+    probe.add_argument("--log", type=Path, action="append", default=[], metavar="FILE", help="a log for log_grep")
+    probe.add_argument("--output-dir", type=Path, action="append", default=[], metavar="DIR",
+                       help="checkpoint/output folder whose free space matters (default: current folder)")
+    probe.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-probe time limit (default 10)")
+    probe.add_argument("--compare", type=Path, nargs="+", metavar="BUNDLE",
+                       help="compare bundles from several nodes instead of probing this machine")
     return parser
 
 
@@ -139,7 +152,10 @@ def _ask(argv: Sequence[str] | None) -> int:
         raise UsageError("no question given", hint='try: ask "why is NCCL hanging"')
     if not question_text:
         question_text = log_errors[0] if log_errors else log_head.strip().splitlines()[0]
-    question = Question(text=question_text, log_head=log_head, log_errors=log_errors, probes=not args.no_probes)
+    question = Question(
+        text=question_text, log_head=log_head, log_errors=log_errors, probes=not args.no_probes,
+        log_paths=(args.log,) if args.log is not None else (), python=args.python, bundle=args.bundle,
+    )
     troubleshooter = _troubleshooter(args)
     answer = troubleshooter.ask(question)
     if args.json:
@@ -224,6 +240,10 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         report = evaluate(troubleshooter, args.cases)
         print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else render_report(report, args.show))
         return 0
+    if args.command == "probe":
+        from ui.probe_cli import run_probe_command
+
+        return run_probe_command(args)
     raise UsageError(f"unknown command {args.command!r}")
 
 

@@ -77,5 +77,6 @@ def test_mask_text(text, leaked):
 
 
 def test_mask_environ_and_value():
-    assert mask_environ({"AWS_SECRET_ACCESS_KEY": "x", "PATH": "/bin"}) == {"AWS_SECRET_ACCESS_KEY": "***", "PATH": "/bin"}
+    masked = mask_environ({"AWS_SECRET_ACCESS_KEY": "x", "PATH": "/bin"})
+    assert masked == {"AWS_SECRET_ACCESS_KEY": "***", "PATH": "/bin"}
     assert mask_value("plain") == "plain"

@@ -71,7 +71,8 @@ def test_smi_fallback_parses_canned_output(tmp_path):
 
 
 def test_smi_failure_is_error_with_raw_message(tmp_path):
-    env = _fake_smi(tmp_path, 'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver" >&2; exit 9\n')
+    message = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+    env = _fake_smi(tmp_path, f'echo "{message}" >&2; exit 9\n')
     result = gpu_inventory.probe(ProbeContext(environ=env), nvml=FakeNvml({"error": "x"}))
     assert result.status == Status.ERROR
     assert "couldn't communicate with the NVIDIA driver" in result.summary

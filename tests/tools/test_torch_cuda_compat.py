@@ -85,7 +85,8 @@ def test_driver_minor_version_behind_is_info(tmp_path, target_python, base_env):
 
 def test_torch_not_installed(tmp_path, target_python, base_env):
     (tmp_path / "site" / "torch").mkdir(parents=True)
-    (tmp_path / "site" / "torch" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    init = tmp_path / "site" / "torch" / "__init__.py"
+    init.write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
     ctx = ProbeContext(python=target_python, environ={**base_env, "PYTHONPATH": str(tmp_path / "site")}, timeout_s=30)
     result = torch_cuda_compat.probe(ctx, gpu_facts=no_gpus)
     assert codes(result) == ["TORCH_NOT_INSTALLED"]

@@ -26,7 +26,7 @@ def main():
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
-        report["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
+        report["torch_error"] = f"{type(exc).__name__}: {exc}"
         report["torch_missing"] = isinstance(exc, ModuleNotFoundError) and exc.name == "torch"
         print(json.dumps(report))
         return
@@ -37,7 +37,7 @@ def main():
     try:
         report["arch_list"] = list(torch.cuda.get_arch_list())
     except Exception as exc:  # noqa: BLE001
-        report["arch_list_error"] = "%s: %s" % (type(exc).__name__, exc)
+        report["arch_list_error"] = f"{type(exc).__name__}: {exc}"
     try:
         report["is_available"] = bool(torch.cuda.is_available())
         report["device_count"] = int(torch.cuda.device_count())
@@ -46,7 +46,7 @@ def main():
             report["devices"].append({"index": index, "name": torch.cuda.get_device_name(index),
                                       "capability": [int(major), int(minor)]})
     except Exception as exc:  # noqa: BLE001
-        report["cuda_error"] = "%s: %s" % (type(exc).__name__, exc)
+        report["cuda_error"] = f"{type(exc).__name__}: {exc}"
     try:
         import torch.cuda.nccl
 

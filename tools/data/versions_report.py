@@ -87,7 +87,7 @@ def main():
             v = torch.cuda.nccl.version()
             report["nccl"] = ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
         except Exception as exc:  # noqa: BLE001 - CPU builds have no NCCL
-            report["nccl_error"] = "%s: %s" % (type(exc).__name__, exc)
+            report["nccl_error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(report))
 
 

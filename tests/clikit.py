@@ -1,0 +1,69 @@
+"""Helpers the tests share: run the installed console scripts as a user would, in an isolated environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = ROOT / ".venv" / "bin" if (ROOT / ".venv" / "bin" / "ask").exists() else Path(sys.executable).parent
+TRAINDOC_VARS = ("TRAINDOC_DATA_DIR", "TRAINDOC_EMBED_MODEL", "TRAINDOC_CHROMA_URL", "TRAINDOC_CORPUS",
+                 "TRAINDOC_LOCK_TIMEOUT")
+
+
+def isolated_env(base: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment whose every store and cache lives under ``base``."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in TRAINDOC_VARS}
+    env.update(
+        TRAINDOC_DATA_DIR=str(base / "data"),
+        HOME=str(base / "home"),
+        XDG_CACHE_HOME=str(base / "xdg-cache"),
+        HF_HOME=str(base / "hf"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        SENTENCE_TRANSFORMERS_HOME=str(base / "st"),
+        TORCH_HOME=str(base / "torch"),
+        MPLCONFIGDIR=str(base / "mpl"),
+        ANONYMIZED_TELEMETRY="False",
+        PYTHONUNBUFFERED="1",
+        COLUMNS="120",
+    )
+    return env
+
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def run_cli(prog: str, *args: str, env: Mapping[str, str] | None = None, input: str | bytes | None = None,
+            timeout: float = 180, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``.venv/bin/<prog>`` as a user would; ``env`` entries override the (isolated) environment."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [str(BIN / prog), *args],
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        capture_output=True,
+        text=not isinstance(input, bytes),
+        env=full_env,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def chunk_total(report: str) -> int:
+    """The chunk count from `traindoc index`'s summary line ('...; N chunks embedded, M in the index')."""
+    match = re.search(r"(\d+) chunks embedded, (\d+) in the index", report)
+    assert match, f"no summary line in: {report!r}"
+    return int(match.group(2))
+
+
+def chunks_embedded(report: str) -> int:
+    match = re.search(r"(\d+) chunks embedded", report)
+    assert match, f"no summary line in: {report!r}"
+    return int(match.group(1))

@@ -1,0 +1,59 @@
+import json
+
+import pytest
+from rich.console import Console
+
+from tools import report
+from tools.base import Finding, ProbeContext, ProbeResult, Status
+
+
+def node(torch="2.5.1+cu124", nccl="2.21.5", ifname="eth0", nics=("eth0", "lo"), gpu="NVIDIA H100 80GB HBM3",
+         token="hf_abcdefghijklmnopqrstuvwxyz"):
+    return [
+        ProbeResult("gpu_inventory", Status.OK, "1 GPU", (), {"driver_version": "550.54.15", "gpus": [{"name": gpu}]}),
+        ProbeResult("torch_cuda_compat", Status.OK, "ok", (), {"report": {"torch": torch, "torch_cuda": "12.4",
+                                                                           "nccl": nccl, "python": "3.11.7"}}),
+        ProbeResult("env_vars", Status.OK, "ok", (Finding("NCCL_DEBUG_UNSET", "info", "s", "e"),),
+                    {"variables": {"NCCL_SOCKET_IFNAME": ifname, "TORCH_HUB_TOKEN": token}, "interfaces": list(nics)}),
+    ]
+
+
+def test_render_table_prints_all_rows_verbatim():
+    console = Console(width=200, record=True)
+    results = node() + [ProbeResult("log_grep", Status.PROBLEM, "[rank3]: CUDA out of memory")]
+    console.print(report.render_table(results))
+    text = console.export_text()
+    for name in ("gpu_inventory", "env_vars", "log_grep", "problem", "[rank3]: CUDA out of memory"):
+        assert name in text
+
+
+def test_bundle_round_trip_masks_secrets(tmp_path):
+    data = report.bundle(node(), ProbeContext(environ={}))
+    assert data["traindoc_bundle"] == 1 and data["host"] and data["created"]
+    text = json.dumps(data)
+    assert "hf_abcdefghij" not in text
+    path = tmp_path / "b.json"
+    path.write_text(text)
+    loaded = report.load_bundle(path)
+    assert [r.probe for r in loaded] == ["gpu_inventory", "torch_cuda_compat", "env_vars"]
+    assert loaded[2].findings[0].code == "NCCL_DEBUG_UNSET"
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"traindoc_bundle": 2, "results": []}',
+                                     '{"traindoc_bundle": 1, "results": [{"probe": "x"}]}'])
+def test_load_bundle_rejects_bad_files(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match="bad.json"):
+        report.load_bundle(path)
+
+
+def test_compare_bundles():
+    same = report.compare_bundles({"a": node(), "b": node()})
+    assert same == []
+    diff = report.compare_bundles({"a": node(), "b": node(torch="2.4.0+cu121", nccl="2.20.5", ifname="eth0",
+                                                          nics=("ens5", "lo"), gpu="NVIDIA A100")})
+    codes = {f.code for f in diff}
+    assert {"NODES_DIFFER_TORCH", "NODES_DIFFER_NCCL", "NODES_DIFFER_GPU_MODELS", "NODE_IFNAME_MISSING"} <= codes
+    ifname = next(f for f in diff if f.code == "NODE_IFNAME_MISSING")
+    assert "b" in ifname.summary and "ens5" in ifname.evidence
