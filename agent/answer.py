@@ -39,6 +39,9 @@ class Answer:
     error_lines: list[str] = field(default_factory=list)
     recognised: list[str] = field(default_factory=list)
     id: str | None = None
+    steps: list[dict[str, Any]] | None = None  # agent mode: each tool call, its arguments, a short result
+    grounded: bool | None = None  # agent mode: whether any citation survived grounding
+    notice: str | None = None  # e.g. "model unreachable: offline answer"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -56,4 +59,10 @@ class Answer:
             backend=self.backend,
             timings_ms={k: round(v, 1) for k, v in self.timings_ms.items()},
         )
+        if self.steps is not None:
+            data["steps"] = self.steps
+        if self.grounded is not None:
+            data["grounded"] = self.grounded
+        if self.notice:
+            data["notice"] = self.notice
         return data

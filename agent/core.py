@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.answer import Answer, Citation
 from agent.compose import compose
 from agent.errors import IndexMissingError, IndexStoreError
+from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.settings import Settings, contain_caches
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ class Question:
     log_paths: tuple[Path, ...] = ()
     python: str | None = None  # the interpreter the user's training runs with
     bundle: Path | None = None  # diagnose from a `traindoc probe --json` bundle instead of this machine
+    history: list[dict[str, str]] = field(default_factory=list)  # earlier turns: {"role", "content"}
 
     def search_text(self) -> str:
         """What retrieval sees: the question, then the log's error lines (they carry the signal)."""
@@ -43,11 +45,12 @@ class Question:
 
 
 class Troubleshooter:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, chat_model: Any | None = None) -> None:
         self.settings = settings
         contain_caches(settings)
         self._embedder = None
         self._retriever = None
+        self._chat_model = chat_model  # tests pass a scripted model; otherwise built from settings
 
     # -- wiring --------------------------------------------------------------
     def embedder(self):  # type: ignore[no-untyped-def]
@@ -73,7 +76,9 @@ class Troubleshooter:
 
         if not local_index_exists(self.settings):
             log.info("no index yet: building it from %s", ", ".join(map(str, self.settings.corpus_paths)))
-            self.index(progress=False)
+            report = self.index(progress=False)
+            for source, reason in report.skipped:
+                log.warning("skipped %s: %s", source, reason)
         embedder = self.embedder()
         store = VectorStore(self.settings, embedder, create=False)
         snapshot = read_snapshot(self.settings)
@@ -85,7 +90,40 @@ class Troubleshooter:
         return self._retriever
 
     # -- the core ------------------------------------------------------------
-    def ask(self, question: Question, *, mode: str = "hybrid") -> Answer:
+    def ask(self, question: Question, *, mode: str = "hybrid", on_event: EventSink = ignore) -> Answer:
+        """The one entry point of every front end. Events stream as the answer is made."""
+        if self.settings.backend != "offline" and mode == "hybrid":
+            from agent.llm.answerer import ModelFailure
+
+            try:
+                answer = self._ask_model(question, on_event)
+            except ModelFailure as exc:
+                notice = f"{exc.message}; showing the offline answer"
+                log.debug("%s", notice)
+                on_event(Notice(notice))
+                answer = self._ask_offline(question, mode, on_event)
+                answer.notice = notice
+        else:
+            answer = self._ask_offline(question, mode, on_event)
+        on_event(FinalAnswer(answer))
+        return answer
+
+    def _ask_model(self, question: Question, on_event: EventSink) -> Answer:
+        from agent.llm.answerer import answer_with_model
+
+        retriever = self.retriever()
+        context, names = None, []
+        if question.probes and question.bundle is None:
+            from agent.diagnose import ProbeRequest, available_probes, probe_context
+
+            request = ProbeRequest(text=question.search_text(), log_paths=question.log_paths,
+                                   python=question.python, timeout_s=self.settings.probe_timeout_s)
+            context = probe_context(request)
+            names = available_probes(context)
+        answer = answer_with_model(self.settings, question, retriever, context, names, on_event, model=self._chat_model)
+        return answer
+
+    def _ask_offline(self, question: Question, mode: str, on_event: EventSink) -> Answer:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         text = question.search_text()
@@ -95,6 +133,9 @@ class Troubleshooter:
         diagnosis = probing.result() if probing is not None else None
         if diagnosis is not None:
             timings["probes"] = (time.perf_counter() - started) * 1000
+            for step, result in enumerate(diagnosis.results, 1):
+                on_event(StepStarted(step, result.probe, {}))
+                on_event(StepFinished(step, result.probe, f"{result.status}: {result.summary}"))
         t0 = time.perf_counter()
         boost = diagnosis.boost_text() if diagnosis is not None else ""
         result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost)  # type: ignore[arg-type]
@@ -129,15 +170,18 @@ class Troubleshooter:
             return None
         from agent.diagnose import ProbeRequest, diagnose
 
-        request = ProbeRequest(text=text, log_paths=question.log_paths, python=question.python, bundle=question.bundle)
+        request = ProbeRequest(
+            text=text, log_paths=question.log_paths, python=question.python, bundle=question.bundle,
+            timeout_s=self.settings.probe_timeout_s,
+        )
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnose")
         future = pool.submit(diagnose, request)
         pool.shutdown(wait=False)
         return future
 
 
-def build_troubleshooter(settings: Settings | None = None) -> Troubleshooter:
-    return Troubleshooter(settings or Settings.from_env())
+def build_troubleshooter(settings: Settings | None = None, chat_model: Any | None = None) -> Troubleshooter:
+    return Troubleshooter(settings or Settings.from_env(), chat_model=chat_model)
 
 
 __all__ = ["Question", "Troubleshooter", "build_troubleshooter", "IndexStoreError"]

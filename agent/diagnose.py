@@ -57,7 +57,6 @@ def diagnose(request: ProbeRequest) -> Diagnosis:
         except (OSError, BundleError) as exc:
             raise InputError(f"cannot use bundle {request.bundle}: {exc}") from exc
 
-    from tools.base import ProbeContext
     from tools.registry import run_probes, select_probes
 
     names = select_probes(request.text)
@@ -65,7 +64,13 @@ def diagnose(request: ProbeRequest) -> Diagnosis:
         names.append("log_grep")
     if not names:
         return Diagnosis([], "this machine")
-    context = ProbeContext(
+    return Diagnosis(run_probes(names, probe_context(request)), "this machine")
+
+
+def probe_context(request: ProbeRequest):  # type: ignore[no-untyped-def]
+    from tools.base import ProbeContext
+
+    return ProbeContext(
         python=request.python,
         ports=ports_in(request.text, request.environ),
         log_paths=request.log_paths,
@@ -74,7 +79,21 @@ def diagnose(request: ProbeRequest) -> Diagnosis:
         environ=request.environ,
         timeout_s=request.timeout_s,
     )
-    return Diagnosis(run_probes(names, context), "this machine")
+
+
+def available_probes(context) -> list[str]:  # type: ignore[no-untyped-def]
+    """The probes that can run here (unavailable ones are not offered to a model)."""
+    from tools.registry import PROBES
+
+    names = []
+    for name, spec in PROBES.items():
+        try:
+            ok, _ = spec.available(context)
+        except Exception:  # an availability check that breaks means: not available
+            ok = False
+        if ok:
+            names.append(name)
+    return names
 
 
 def relevant_results(diagnosis: Diagnosis, text: str) -> list:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from agent.errors import ConfigError
 from corpus import BUILTIN_DIR
 
 REPO_ROOT = BUILTIN_DIR.parent
@@ -17,6 +19,30 @@ def _paths(value: str | None) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in value.split(os.pathsep) if p)
 
 
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number of seconds, not {value!r}") from exc
+    if number <= 0:
+        raise ConfigError(f"{name} must be positive, not {value!r}")
+    return number
+
+
+BACKENDS = ("offline", "openai", "ollama")
+
+
+def _backend(env: Mapping[str, str]) -> str:
+    """TRAINDOC_BACKEND, else openai when a model is configured, else offline."""
+    chosen = env.get("TRAINDOC_BACKEND") or ("openai" if env.get("TRAINDOC_LLM_MODEL") else "offline")
+    if chosen not in BACKENDS:
+        raise ConfigError(f"TRAINDOC_BACKEND must be one of {', '.join(BACKENDS)}, not {chosen!r}")
+    return chosen
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / ".traindoc")
@@ -25,9 +51,17 @@ class Settings:
     corpus_paths: tuple[Path, ...] = (BUILTIN_DIR,)
     top_k: int = 5
     lock_timeout_s: float = 120.0
+    probe_timeout_s: float = 10.0
+    backend: str = "offline"  # offline | openai | ollama
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout_s: float = 60.0
+    llm_max_steps: int = 6
+    redact_mode: str = "default"  # default | strict
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         base = cls()
         extra = _paths(env.get("TRAINDOC_CORPUS"))
@@ -37,7 +71,15 @@ class Settings:
             embed_model=env.get("TRAINDOC_EMBED_MODEL") or base.embed_model,
             chroma_url=env.get("TRAINDOC_CHROMA_URL") or None,
             corpus_paths=base.corpus_paths + extra,
-            lock_timeout_s=float(env.get("TRAINDOC_LOCK_TIMEOUT", base.lock_timeout_s)),
+            lock_timeout_s=_number(env, "TRAINDOC_LOCK_TIMEOUT", base.lock_timeout_s),
+            probe_timeout_s=_number(env, "TRAINDOC_PROBE_TIMEOUT", base.probe_timeout_s),
+            backend=_backend(env),
+            llm_base_url=env.get("TRAINDOC_LLM_BASE_URL") or None,
+            llm_model=env.get("TRAINDOC_LLM_MODEL") or None,
+            llm_api_key=env.get("TRAINDOC_LLM_API_KEY") or None,
+            llm_timeout_s=_number(env, "TRAINDOC_LLM_TIMEOUT", base.llm_timeout_s),
+            llm_max_steps=int(_number(env, "TRAINDOC_LLM_MAX_STEPS", base.llm_max_steps)),
+            redact_mode=env.get("TRAINDOC_REDACT") or base.redact_mode,
         )
 
     @property

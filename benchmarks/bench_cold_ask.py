@@ -25,7 +25,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
-    PYTHON, check, clean_env, finish, fmt_s, median, parser, run_timed, script, verdict,
+    PYTHON,
+    check,
+    clean_env,
+    finish,
+    fmt_s,
+    median,
+    parser,
+    run_timed,
+    script,
+    verdict,
 )
 
 TARGET_RATIO = 2.5
@@ -109,7 +118,8 @@ def main() -> int:
             ask_s.append(a.wall_s)
             ask_rss.append(a.max_rss_mb)
         base, cold = median(torch_s), median(ask_s)
-        print(f"python -c 'import torch': median {base:.2f} s  [{fmt_s(torch_s)}]  peak RSS {median(torch_rss):.0f} MiB")
+        print(f"python -c 'import torch': median {base:.2f} s  [{fmt_s(torch_s)}]  "
+              f"peak RSS {median(torch_rss):.0f} MiB")
         print(f"ask --json --no-probes : median {cold:.2f} s  [{fmt_s(ask_s)}]")
         print(f"peak RSS of cold ask (no target): median {median(ask_rss):.0f} MiB  (max {max(ask_rss):.0f} MiB)")
         ratio = cold / base

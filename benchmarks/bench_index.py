@@ -53,7 +53,8 @@ def main() -> int:
         print(f"    {summary_incr}")
         ok_full = full_m < TARGET_FULL_S
         ok_incr = incr_m < TARGET_INCREMENTAL_S
-        verdict("full index", ok_full, f"{full_m:.2f} s vs target < {TARGET_FULL_S:.0f} s ({full_m / base:.1f}x --help)")
+        verdict("full index", ok_full,
+                f"{full_m:.2f} s vs target < {TARGET_FULL_S:.0f} s ({full_m / base:.1f}x --help)")
         verdict("incremental index", ok_incr,
                 f"{incr_m:.2f} s vs target < {TARGET_INCREMENTAL_S:.0f} s ({incr_m / base:.1f}x --help)")
     finally:

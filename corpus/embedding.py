@@ -52,6 +52,7 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model: str, cache_dir: Path | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar on every query
         from sentence_transformers import SentenceTransformer
 
         self.name = model

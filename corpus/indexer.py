@@ -146,7 +146,7 @@ def _index_locked(
             raw = path.read_bytes()
         except OSError as exc:
             report.skipped.append((source, exc.strerror or str(exc)))
-            log.warning("skipped %s: %s", source, exc.strerror or exc)
+            log.info("skipped %s: %s", source, exc.strerror or exc)  # the caller reports skips
             continue
         file_hash = hashlib.sha256(raw).hexdigest()
         previous = stored.get(source)
@@ -157,7 +157,7 @@ def _index_locked(
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             report.skipped.append((source, f"not valid UTF-8 (byte {exc.start})"))
-            log.warning("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
+            log.info("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
             continue
         chunks = chunk_document(text, source, title=path.stem)
         records = [StoredChunk(c.chunk_id, source, c.section, c.text, file_hash, c.part) for c in chunks]

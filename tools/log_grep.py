@@ -228,7 +228,7 @@ def _is_gzip(path: Path) -> bool:
 
 
 def _open(path: Path, is_gz: bool) -> IO[bytes]:
-    return gzip.open(path, "rb") if is_gz else open(path, "rb")
+    return gzip.open(path, "rb") if is_gz else open(path, "rb")  # type: ignore[return-value]
 
 
 def _check_text(path: Path, is_gz: bool) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tools.base import Finding, ProbeContext, ProbeResult
+from tools.base import Finding, ProbeContext, ProbeResult, Severity
 from tools.env_vars import ifname_matches
 from tools.redact import mask_json
 
@@ -91,7 +91,7 @@ def compare_bundles(bundles: Mapping[str, list[ProbeResult]]) -> list[Finding]:
         if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
             code = "NODES_DIFFER_" + key.upper().replace(" ", "_")
             shown = "; ".join(f"{node}: {_fmt(v)}" for node, v in values.items())
-            severity = "info" if key in ("driver", "GPU models") else "problem"
+            severity: Severity = "info" if key in ("driver", "GPU models") else "problem"
             findings.append(Finding(code, severity, f"{key} differs across nodes", shown,
                                     f"Make {key} identical on every node (same image / environment).",
                                     ("multi-node", "version mismatch", key.lower(), "nccl hang")))

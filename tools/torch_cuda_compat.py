@@ -43,7 +43,8 @@ def arch_supported(arch_list: list[str], capability: tuple[int, int]) -> tuple[b
     """Whether a device of ``capability`` can run this build: SASS for the same major at or below its minor
     (binary compatible), or PTX (compute_XY) of the same major at or below it that the driver can JIT."""
     major, minor = capability
-    sass, ptx = [], []
+    sass: list[str] = []
+    ptx: list[str] = []
     for arch in arch_list:
         m = _ARCH.match(arch)
         if not m:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import select
 import sys
 from collections.abc import Sequence
@@ -52,6 +51,11 @@ def _ask_parser() -> argparse.ArgumentParser:
     parser.add_argument("--python", metavar="PATH", help="the interpreter your training uses (default: active conda/venv, else python)")
     parser.add_argument("--bundle", metavar="FILE.json", type=Path,
                         help="diagnose from a `traindoc probe --json` bundle made on another machine")
+    parser.add_argument("--backend", choices=("offline", "openai", "ollama"),
+                        help="answer offline (default) or with a model: TRAINDOC_LLM_MODEL, TRAINDOC_LLM_BASE_URL, "
+                        "TRAINDOC_LLM_API_KEY")
+    parser.add_argument("--redact", choices=("default", "strict"),
+                        help="what is masked before anything reaches a model (strict: also hosts, IPs, home paths)")
     parser.add_argument("--top-k", type=int, default=None, metavar="N", help="how many sections to cite (default 5)")
     parser.add_argument("--debug", action="store_true", help="log details and tracebacks to stderr")
     return parser
@@ -68,6 +72,7 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("cases", type=Path, metavar="FILE.jsonl")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.add_argument("--show", action="store_true", help="list every miss")
+    commands.add_parser("doctor-llm", help="check the configured model: reachable, listed, supports tool calls")
     probe = commands.add_parser("probe", help="run every read-only probe of this machine and print verdicts")
     probe.add_argument("--json", action="store_true", help="print a bundle (secrets masked) to attach to an issue or Slack")
     probe.add_argument("--python", metavar="PATH", help="the interpreter your training uses")
@@ -157,13 +162,18 @@ def _ask(argv: Sequence[str] | None) -> int:
         log_paths=(args.log,) if args.log is not None else (), python=args.python, bundle=args.bundle,
     )
     troubleshooter = _troubleshooter(args)
-    answer = troubleshooter.ask(question)
     if args.json:
+        answer = troubleshooter.ask(question)
         print(json.dumps(answer.to_json(), ensure_ascii=False))
-    else:
+        return 0
+    if troubleshooter.settings.backend == "offline":
         from ui.render import print_answer
 
-        print_answer(answer)
+        print_answer(troubleshooter.ask(question))
+        return 0
+    from ui.render import StreamPrinter
+
+    troubleshooter.ask(question, on_event=StreamPrinter())
     return 0
 
 
@@ -174,6 +184,10 @@ def _troubleshooter(args: argparse.Namespace) -> Any:
     from agent.settings import Settings
 
     settings = Settings.from_env()
+    if getattr(args, "backend", None):
+        settings = replace(settings, backend=args.backend)
+    if getattr(args, "redact", None):
+        settings = replace(settings, redact_mode=args.redact)
     if getattr(args, "top_k", None):
         if args.top_k < 1:
             raise UsageError("--top-k must be at least 1")
@@ -195,6 +209,7 @@ def _batch(args: argparse.Namespace) -> int:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
+            case: Any = None  # a malformed line must not echo the previous line's id
             try:
                 case = json.loads(line)
                 if not isinstance(case, dict) or "id" not in case or not str(case.get("query", "")).strip():
@@ -202,7 +217,7 @@ def _batch(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 failures += 1
                 print(f"ask: {path}:{number}: skipped: {exc}", file=sys.stderr)
-                echo = case.get("id") if isinstance(locals().get("case"), dict) else None
+                echo = case.get("id") if isinstance(case, dict) else None
                 print(json.dumps({"id": echo, "line": number, "error": str(exc)}), flush=True)
                 continue
             question = Question(text=str(case["query"]), id=str(case["id"]), probes=not args.no_probes)
@@ -240,6 +255,14 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         report = evaluate(troubleshooter, args.cases)
         print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else render_report(report, args.show))
         return 0
+    if args.command == "doctor-llm":
+        from agent.llm.backends import doctor
+
+        settings = _troubleshooter(args).settings
+        checks = doctor(settings)
+        for check in checks:
+            print(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+        return 0 if all(c.ok for c in checks) else 1
     if args.command == "probe":
         from ui.probe_cli import run_probe_command
 

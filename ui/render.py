@@ -1,16 +1,26 @@
-"""Terminal rendering of an answer with rich: markdown body, then the numbered sources."""
+"""Terminal rendering with rich: the streamed answer (tokens and tool calls as they happen), then the
+final markdown answer and its numbered sources."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.markdown import Markdown
 
 from agent.answer import Answer
+from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 
 
 def print_answer(answer: Answer, console: Console | None = None) -> None:
     console = console or Console()
+    if answer.notice:
+        console.print(f"[yellow]note:[/yellow] {answer.notice}", highlight=False)
     console.print(Markdown(answer.answer))
+    _print_sources(answer, console)
+
+
+def _print_sources(answer: Answer, console: Console) -> None:
     if answer.citations:
         console.print()
         console.print("[bold]Sources[/bold]")
@@ -20,4 +30,45 @@ def print_answer(answer: Answer, console: Console | None = None) -> None:
         console.print()
         console.print("[bold]Probe evidence[/bold]")
         for finding in answer.findings:
-            console.print(f"  {finding.probe}: {finding.status}: {finding.summary}", markup=False, highlight=False)
+            refs = "".join(f"[{n}]" for n in finding.related)
+            console.print(f"  {finding.probe}: {finding.status}: {finding.code}: {finding.summary} {refs}".rstrip(),
+                          markup=False, highlight=False)
+    if answer.grounded is False:
+        console.print("[bold yellow]warning:[/bold yellow] no citation in this answer could be verified")
+
+
+class StreamPrinter:
+    """An event sink for a model-backed answer: shows each tool call and the tokens live."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self._live: Any = None
+        self._text = ""
+
+    def _ensure_live(self) -> Any:
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(Markdown(""), console=self.console, refresh_per_second=8, transient=True)
+            self._live.start()
+        return self._live
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StepStarted):
+            args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
+            self.console.print(f"[dim]→ {event.tool}({args})[/dim]", highlight=False)
+        elif isinstance(event, StepFinished):
+            first = event.result.splitlines()[0] if event.result else ""
+            self.console.print(f"[dim]  ✓ {event.tool}: {first[:100]}{' (cached)' if event.cached else ''}[/dim]",
+                               markup=True, highlight=False)
+        elif isinstance(event, Token):
+            self._text += event.text
+            self._ensure_live().update(Markdown(self._text))
+        elif isinstance(event, Notice):
+            self.console.print(f"[yellow]note:[/yellow] {event.text}", highlight=False)
+        elif isinstance(event, FinalAnswer):
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+            self.console.print(Markdown(event.answer.answer))
+            _print_sources(event.answer, self.console)

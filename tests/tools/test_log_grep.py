@@ -11,7 +11,7 @@ LOG = """step 1 loss 2.0
 [rank3]:  File "train.py", line 10, in <module>
 [rank3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.1 GiB
 [rank1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 1 has a total capacity of 79.1 GiB
-[rank0]:[E501 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=600000)
+[rank0]:[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=600000)
 node1:123:456 [0] NCCL WARN socket.c:540 NET/Socket : peer 10.0.0.2 closed connection
 RuntimeError: CUDA error: no kernel image is available for execution on the device
 RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).

@@ -1,11 +1,26 @@
-"""Prints what the installed torch says about CUDA, as one JSON object. Run by traindoc's torch_cuda_compat
-probe in the user's own interpreter; read-only, standard library plus torch, Python 3.8 compatible."""
+"""Prints, as one JSON line, what the user's interpreter says about torch and CUDA ("torch", read by the
+torch_cuda_compat probe) and the installed versions of the training stack ("versions", read by the versions
+probe). One script so a probe sweep starts the user's interpreter and imports torch once.
+
+Run by traindoc in the user's own interpreter; read-only, standard library plus torch, Python 3.8 compatible."""
 
 import ctypes
 import json
 import platform
+import re
 import sys
 
+try:
+    from importlib import metadata
+except ImportError:  # Python < 3.8
+    metadata = None  # type: ignore[assignment]
+
+PACKAGES = ["torch", "torchvision", "torchaudio", "deepspeed", "transformers", "accelerate", "vllm", "flash-attn",
+            "xformers", "triton", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "numpy"]
+_REQ = re.compile(r"^\s*torch\s*(\[[^\]]*\])?\s*(?P<spec>[^;]*)(;\s*(?P<marker>.*))?$")
+
+
+# -- torch and CUDA -------------------------------------------------------------
 
 def driver_cuda_version():
     """The newest CUDA the installed driver supports (cuDriverGetVersion), e.g. 12040; None without a driver."""
@@ -20,16 +35,29 @@ def driver_cuda_version():
     return None
 
 
-def main():
-    report = {"python": platform.python_version(), "executable": sys.executable,
-              "driver_cuda": driver_cuda_version()}
+def import_torch():
+    """(torch module or None, the import error or None)."""
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
-        report["torch_error"] = f"{type(exc).__name__}: {exc}"
-        report["torch_missing"] = isinstance(exc, ModuleNotFoundError) and exc.name == "torch"
-        print(json.dumps(report))
-        return
+        return None, exc
+    return torch, None
+
+
+def nccl_version(torch):
+    import torch.cuda.nccl  # noqa: F401 - the submodule must be loaded for torch.cuda.nccl
+
+    v = torch.cuda.nccl.version()
+    return ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
+
+
+def torch_report(torch, error):
+    report = {"python": platform.python_version(), "executable": sys.executable,
+              "driver_cuda": driver_cuda_version()}
+    if torch is None:
+        report["torch_error"] = f"{type(error).__name__}: {error}"
+        report["torch_missing"] = isinstance(error, ModuleNotFoundError) and error.name == "torch"
+        return report
     report["torch"] = str(torch.__version__)
     report["torch_cuda"] = getattr(torch.version, "cuda", None)
     report["arch_list"] = []
@@ -48,13 +76,88 @@ def main():
     except Exception as exc:  # noqa: BLE001
         report["cuda_error"] = f"{type(exc).__name__}: {exc}"
     try:
-        import torch.cuda.nccl
-
-        version = torch.cuda.nccl.version()
-        report["nccl"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+        report["nccl"] = nccl_version(torch)
     except Exception:  # noqa: BLE001 - CPU builds have no NCCL
         report["nccl"] = None
-    print(json.dumps(report))
+    return report
+
+
+# -- package versions -----------------------------------------------------------
+
+def version(name):
+    try:
+        return metadata.version(name)
+    except Exception:  # noqa: BLE001 - PackageNotFoundError, broken metadata
+        return None
+
+
+def _key(text):
+    parts = re.findall(r"\d+", text.split("+")[0])
+    return tuple(int(p) for p in parts[:3])
+
+
+def satisfies(installed, spec):
+    """A small subset of PEP 440: comma-separated ==, !=, >=, <=, >, < and ==X.* clauses."""
+    have = _key(installed)
+    for clause in [c.strip() for c in spec.split(",") if c.strip()]:
+        m = re.match(r"(==|!=|>=|<=|>|<|~=)\s*(\S+)", clause)
+        if not m:
+            continue
+        op, want = m.group(1), m.group(2)
+        if want.endswith(".*"):
+            prefix = _key(want[:-2])
+            ok = have[: len(prefix)] == prefix
+            ok = ok if op == "==" else not ok
+        else:
+            w = _key(want)
+            n = max(len(have), len(w))
+            h, w = have + (0,) * (n - len(have)), w + (0,) * (n - len(w))
+            ok = {"==": h == w, "!=": h != w, ">=": h >= w, "<=": h <= w, ">": h > w, "<": h < w, "~=": h >= w}[op]
+        if not ok:
+            return False
+    return True
+
+
+def torch_pins(torch_version):
+    conflicts = []
+    for name in PACKAGES:
+        if name == "torch" or version(name) is None:
+            continue
+        for req in metadata.requires(name) or []:
+            m = _REQ.match(req)
+            if not m or (m.group("marker") and "extra" in m.group("marker")):
+                continue
+            spec = m.group("spec").strip().strip("()")
+            if spec and not satisfies(torch_version, spec):
+                conflicts.append({"package": name, "version": version(name), "requires": "torch" + spec})
+    return conflicts
+
+
+def versions_report(torch, error):
+    report = {"python": platform.python_version(), "executable": sys.executable, "packages": {}}
+    if metadata is None:
+        report["error"] = "importlib.metadata unavailable (Python < 3.8)"
+        return report
+    for name in PACKAGES:
+        report["packages"][name] = version(name)
+    torch_version = report["packages"].get("torch")
+    report["torch_pins"] = torch_pins(torch_version) if torch_version else []
+    report["nccl"] = None
+    report["torch_cuda"] = None
+    if torch_version:
+        try:
+            if torch is None:
+                raise error
+            report["torch_cuda"] = torch.version.cuda
+            report["nccl"] = nccl_version(torch)
+        except Exception as exc:  # noqa: BLE001 - CPU builds have no NCCL
+            report["nccl_error"] = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+def main():
+    torch, error = import_torch()
+    print(json.dumps({"torch": torch_report(torch, error), "versions": versions_report(torch, error)}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,72 @@
+"""Grounding: the final answer may cite only what the agent actually retrieved or probed.
+
+The model cites `[doc:ID]` and `[probe:NAME]`; valid ones become numbered citations [n] in order of
+first use, anything else is dropped and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agent.answer import Citation
+
+MARKER = re.compile(r"\[(doc|probe):\s*([A-Za-z0-9_\-]+)\s*\]")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Grounded:
+    text: str
+    citations: list[Citation]
+    probe_numbers: dict[str, int]
+    dropped: list[str]
+
+    @property
+    def grounded(self) -> bool:
+        return bool(self.citations or self.probe_numbers)
+
+
+def ground(text: str, chunks: dict[str, Any], probes: dict[str, Any]) -> Grounded:
+    citations: list[Citation] = []
+    numbers: dict[tuple[str, str], int] = {}
+    probe_numbers: dict[str, int] = {}
+    dropped: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        kind, ident = match.group(1), match.group(2)
+        key = (kind, ident)
+        if key in numbers:
+            return f"[{numbers[key]}]"
+        if kind == "doc" and ident in chunks:
+            hit = chunks[ident]
+            n = len(numbers) + 1
+            numbers[key] = n
+            citations.append(Citation(n=n, source=hit.chunk.source, section=hit.chunk.section,
+                                      chunk_id=hit.chunk.chunk_id, score=hit.score, text=hit.chunk.text))
+            return f"[{n}]"
+        if kind == "probe" and ident in probes:
+            n = len(numbers) + 1
+            numbers[key] = n
+            probe_numbers[ident] = n
+            return f"[{n}]"
+        dropped.append(match.group(0))
+        log.warning("dropped a citation the agent never retrieved: %s", match.group(0))
+        return ""
+
+    grounded_text = MARKER.sub(replace, text)
+    # Bare [n] markers the model made up on its own cannot be checked: drop them too.
+    valid = set(numbers.values())
+    grounded_text = re.sub(
+        r"\[(\d+)\](?!\()", lambda m: m.group(0) if int(m.group(1)) in valid else _drop(m.group(0), dropped),
+        grounded_text,
+    )
+    return Grounded(grounded_text, citations, probe_numbers, dropped)
+
+
+def _drop(marker: str, dropped: list[str]) -> str:
+    dropped.append(marker)
+    log.warning("dropped an unverifiable citation: %s", marker)
+    return ""

@@ -1,0 +1,151 @@
+"""The agent's tools: document search and the available probes, with the loop's safeguards.
+
+Every tool output is capped (with a request for a narrower call), goes through the redactor before
+the model sees it, and is recorded, so grounding can check citations against what was actually
+retrieved or probed. An identical repeated call is answered from the first result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.events import EventSink, StepFinished, StepStarted, ignore
+from agent.redaction import Redactor
+
+MAX_TOOL_OUTPUT = 3500
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Step:
+    tool: str
+    args: dict[str, Any]
+    result: str
+    cached: bool = False
+
+
+@dataclass
+class Toolbox:
+    retriever: Any  # corpus.retrieval.Retriever
+    probe_context: Any | None  # tools.base.ProbeContext, None when probes are off
+    redactor: Redactor
+    probe_names: list[str] = field(default_factory=list)
+    on_event: EventSink = ignore
+    top_k: int = 5
+    steps: list[Step] = field(default_factory=list)
+    chunks: dict[str, Any] = field(default_factory=dict)  # chunk_id -> Hit actually shown to the model
+    probes: dict[str, Any] = field(default_factory=dict)  # probe name -> ProbeResult actually shown
+    _cache: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- safeguards -------------------------------------------------------------
+    def _call(self, tool: str, args: dict[str, Any], work: Any) -> str:
+        key = f"{tool}:{json.dumps(args, sort_keys=True, default=str)}"
+        with self._lock:
+            step_number = len(self.steps) + 1
+            cached = self._cache.get(key)
+        self.on_event(StepStarted(step_number, tool, args))
+        if cached is not None:
+            output = cached + "\n(same call as before: this is the earlier result; do not repeat it)"
+        else:
+            try:
+                output = str(work())
+            except Exception as exc:  # a tool error is data for the model, never a crash of the loop
+                output = f"ERROR calling {tool}({args}): {type(exc).__name__}: {exc}"
+            if len(output) > MAX_TOOL_OUTPUT:
+                output = output[:MAX_TOOL_OUTPUT] + (
+                    f"\n[output capped at {MAX_TOOL_OUTPUT} characters: make a narrower call]"
+                )
+            output = self.redactor.redact(output)
+        with self._lock:
+            self._cache.setdefault(key, output)
+            self.steps.append(Step(tool, args, output[:300], cached is not None))
+        self.on_event(StepFinished(step_number, tool, self.redactor.restore(output[:300]), cached is not None))
+        return output
+
+    # -- tools ------------------------------------------------------------------
+    def search_docs(self, query: str) -> str:
+        def work() -> str:
+            result = self.retriever.search(query, k=self.top_k)
+            if result.no_match or not result.hits:
+                return "NO MATCH: the troubleshooting documents do not cover this. Say so; do not guess."
+            blocks = []
+            for hit in result.hits:
+                self.chunks.setdefault(hit.chunk.chunk_id, hit)
+                blocks.append(f"[doc:{hit.chunk.chunk_id}] {Path(hit.chunk.source).name} › {hit.chunk.section}\n{hit.chunk.text[:900]}")
+            return "\n\n".join(blocks)
+
+        return self._call("search_docs", {"query": query}, work)
+
+    def run_probe(self, name: str, port: int | None = None, path: str | None = None) -> str:
+        def work() -> str:
+            from tools.registry import run_probes
+
+            context = self.probe_context
+            if port:
+                context = replace(context, ports=(int(port),))
+            if name == "log_grep" and path:
+                allowed = {str(p) for p in context.log_paths}
+                if path not in allowed:
+                    return f"REFUSED: log_grep may read only the files the user gave: {', '.join(sorted(allowed)) or 'none'}"
+                context = replace(context, log_paths=(Path(path),))
+            (result,) = run_probes([name], context)
+            self.probes[name] = result
+            lines = [f"[probe:{name}] status={result.status}: {result.summary}"]
+            for finding in result.findings:
+                lines.append(f"- {finding.code} ({finding.severity}): {finding.summary}; evidence: {finding.evidence[:300]}")
+                if finding.fix:
+                    lines.append(f"  fix: {finding.fix}")
+            return "\n".join(lines)
+
+        args: dict[str, Any] = {}
+        if port:
+            args["port"] = port
+        if path:
+            args["path"] = path
+        return self._call(name, args, work)
+
+    def langchain_tools(self) -> list[Any]:
+        from langchain_core.tools import StructuredTool
+
+        tools = [
+            StructuredTool.from_function(
+                func=self.search_docs, name="search_docs",
+                description="Search the troubleshooting documents (Chinese and English). Returns sections, each "
+                "headed by its id [doc:ID]; cite them with that id. Query with the error message or the symptom.",
+            )
+        ]
+        from tools.registry import PROBES
+
+        for name in self.probe_names:
+            spec = PROBES[name]
+            tools.append(_probe_tool(self, name, spec.description))
+        return tools
+
+
+def _probe_tool(toolbox: Toolbox, name: str, description: str) -> Any:
+    from langchain_core.tools import StructuredTool
+
+    if name == "port_check":
+        def port_check(port: int = 0) -> str:
+            return toolbox.run_probe(name, port=port or None)
+
+        func: Any = port_check
+    elif name == "log_grep":
+        def log_grep(path: str) -> str:
+            return toolbox.run_probe(name, path=path)
+
+        func = log_grep
+    else:
+        def run() -> str:
+            return toolbox.run_probe(name)
+
+        func = run
+    return StructuredTool.from_function(
+        func=func, name=name, description=f"{description} Results are headed [probe:{name}]; cite them with that id."
+    )

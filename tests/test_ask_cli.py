@@ -1,0 +1,106 @@
+"""`ask` as a user runs it: the --json schema, no-match, stale-advice correction, logs and stdin."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+SM120 = "RTX 5090 training dies: CUDA capability sm_120 is not compatible with the current PyTorch install. Fix?"
+
+
+def _answer(result) -> dict:
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, "--json prints exactly one JSON object"
+    return json.loads(lines[0])
+
+
+def test_json_schema_and_stale_advice_correction(cli):
+    answer = _answer(cli("ask", "--json", "--no-probes", SM120))
+    assert set(answer) == {"question", "answer", "citations", "findings", "no_match", "backend", "timings_ms"}
+    assert answer["question"] == SM120
+    assert answer["backend"] == "offline"
+    assert answer["no_match"] is False
+    assert answer["findings"] == []
+    assert isinstance(answer["timings_ms"], dict) and answer["timings_ms"]
+    assert all(isinstance(v, int | float) and v >= 0 for v in answer["timings_ms"].values())
+
+    citations = answer["citations"]
+    assert 1 <= len(citations) <= 5
+    assert [c["n"] for c in citations] == list(range(1, len(citations) + 1))
+    for c in citations:
+        assert set(c) == {"n", "source", "section", "chunk_id", "score"}
+        assert c["source"].startswith("corpus/") and c["section"] and re.fullmatch(r"[0-9a-f]{16}", c["chunk_id"])
+        assert isinstance(c["score"], float)
+    assert [c["score"] for c in citations] == sorted((c["score"] for c in citations), reverse=True)
+    markers = {int(n) for n in re.findall(r"\[(\d+)\]", answer["answer"])}
+    assert markers and markers <= {c["n"] for c in citations}, "every [n] refers to a citation"
+    assert citations[0]["source"].endswith("000_a1161a68fffab229.txt")
+
+    body = answer["answer"]
+    assert "cu128" in body
+    assert not re.search(r"whl/cu12[0-7]\b", body), "no stale cu12x wheel index is recommended"
+    assert "cu124" not in body.replace("cu124 / CUDA 12.4", "")  # only named as the stale advice it corrects
+    assert "corrected" in body.lower()
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "torch_xla training on a Cloud TPU v4 pod stops at start-up: no XLA devices were found. What now?",
+        "from_pretrained raises 401 Unauthorized because the Hugging Face repo is gated; how do I get access?",
+    ],
+    ids=["tpu", "hf-gated"],
+)
+def test_unanswerable_question_is_no_match_without_citations(cli, question):
+    answer = _answer(cli("ask", "--json", "--no-probes", question))
+    assert answer["no_match"] is True
+    assert answer["citations"] == []
+    assert "No match" in answer["answer"]
+    assert "### Fixes" not in answer["answer"]
+
+
+NOISE = "\n".join(
+    f"[2025-03-0{i % 9 + 1} 10:{i % 60:02d}:00] step {i} | loss {2.5 - i / 1000:.4f} | lr 3.0e-4 | tokens/s 51234"
+    for i in range(400)
+)
+PORT_LINE = ("RuntimeError: The server socket has failed to listen on any local network address. "
+             "port: 29500, useIPv6: 0, code: -98, name: EADDRINUSE, message: Address already in use")
+
+
+def test_log_file_error_lines_drive_the_search(cli, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(NOISE[: len(NOISE) // 2] + "\n" + PORT_LINE + "\n" + NOISE[len(NOISE) // 2:] + "\n",
+                   encoding="utf-8")
+    answer = _answer(cli("ask", "--json", "--no-probes", "--log", str(log), "why did the job crash"))
+    assert answer["no_match"] is False
+    top = answer["citations"][0]
+    assert top["source"].endswith("002_8a84ca4f82c44780.txt")
+    assert "端口" in top["section"], top["section"]  # the port-in-use section
+    assert "server socket has failed to listen" in answer["answer"], "the error line is shown back"
+
+
+def test_piped_log_is_read_from_stdin(cli):
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+           "capacity of 79.19 GiB of which 1.02 GiB is free.")
+    piped = NOISE + "\nTraceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n" \
+        "    loss.backward()\n" + oom + "\n"
+    answer = _answer(cli("ask", "--json", "--no-probes", "why did it crash", input=piped))
+    assert answer["question"] == "why did it crash"
+    assert answer["no_match"] is False
+    sections = " ".join(c["section"] for c in answer["citations"][:2])
+    assert re.search(r"显存|OOM|out of memory|内存不足", sections, re.I), sections
+    assert "CUDA out of memory" in answer["answer"]
+
+
+def test_plain_output_renders_answer_and_sources(cli):
+    result = cli("ask", "--no-probes", "torchrun: Address already in use on port 29500")
+    assert result.returncode == 0, result.stderr
+    assert "Sources" in result.stdout
+    assert "[1] corpus/" in result.stdout
+    assert "端口" in result.stdout

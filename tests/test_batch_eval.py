@@ -1,0 +1,116 @@
+"""`ask --batch` (the scoring interface) and `traindoc eval`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clikit import ROOT
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+SCORE = ROOT.parent / "shared" / "eval" / "score.py"
+
+
+def test_batch_answers_every_line_in_order_and_reports_bad_lines(cli, tmp_path):
+    batch = tmp_path / "cases.jsonl"
+    batch.write_text(
+        "\n".join([
+            json.dumps({"id": "port", "query": "torchrun: Address already in use on port 29500"}),
+            "{this is not json",
+            json.dumps({"id": "oom", "query": "训练时 CUDA out of memory 显存不足"}, ensure_ascii=False),
+            json.dumps({"id": "no-query"}),
+            json.dumps({"id": 7, "query": "NCCL timeout in all_reduce after 600 seconds"}),
+        ]) + "\n",
+        encoding="utf-8",
+    )
+    result = cli("ask", "--batch", str(batch), "--json", "--no-probes")
+    assert result.returncode == 1, "a malformed line makes the run fail"
+    assert "Traceback" not in result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]  # every stdout line is JSON
+    assert len(rows) == 5
+    assert [r["id"] for r in rows] == ["port", None, "oom", "no-query", "7"]
+
+    assert rows[1]["line"] == 2 and rows[1]["error"] and "answer" not in rows[1]
+    assert rows[3]["line"] == 4 and "query" in rows[3]["error"]
+    for row in (rows[0], rows[2], rows[4]):
+        assert row["citations"] and row["no_match"] is False and "[1]" in row["answer"]
+    assert rows[2]["question"] == "训练时 CUDA out of memory 显存不足"
+    skipped = [line for line in result.stderr.splitlines() if "skipped" in line]
+    assert len(skipped) == 2 and ":2:" in skipped[0] and ":4:" in skipped[1]
+
+
+def test_batch_refuses_a_question_alongside(cli, tmp_path):
+    batch = tmp_path / "cases.jsonl"
+    batch.write_text(json.dumps({"id": "a", "query": "nccl hang"}) + "\n", encoding="utf-8")
+    result = cli("ask", "--batch", str(batch), "why")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("ask: error:") and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not SCORE.is_file(), reason="../shared/eval is not checked out next to the project")
+def test_shared_score_script_runs_against_the_batch_interface():
+    result = subprocess.run([sys.executable, str(SCORE), "--quick"], capture_output=True, text=True, cwd=ROOT,
+                            stdin=subprocess.DEVNULL, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "could not get answers" not in result.stdout
+    assert "without an answer" not in result.stdout
+    assert "R@1" in result.stdout and "negatives" in result.stdout
+
+
+EVAL_CASES = [
+    {"id": "port", "query": "torchrun cannot bind its rendezvous port: Address already in use", "lang": "en",
+     "gold": [{"file": "002_8a84ca4f82c44780.txt", "heading": "错误2: 端口被占用"},
+              {"file": "002_8a84ca4f82c44780.txt", "heading": "2. 检查端口占用"}]},
+    {"id": "blackwell", "query": "RTX 5090 上 PyTorch 报 sm_120 不兼容", "lang": "zh",
+     "gold": [{"file": "000_a1161a68fffab229.txt", "heading": "错误1: CUDA兼容性问题"}]},
+    {"id": "oom", "query": "CUDA out of memory when the batch size is large", "lang": "en",
+     "gold": [{"file": "004_f7d4acab9feaf887.txt", "heading": "显存溢出"},
+              {"file": "001_8c5ded5e8229fdf4.txt", "heading": "CUDA out of memory"},
+              {"file": "002_8a84ca4f82c44780.txt", "heading": "GPU内存不足"}]},
+    {"id": "tpu", "query": "Cloud TPU v5e: torch_xla cannot see any XLA device", "gold": []},
+]
+
+
+@pytest.fixture
+def eval_cases(tmp_path) -> Path:
+    path = tmp_path / "eval.jsonl"
+    path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in EVAL_CASES), encoding="utf-8")
+    return path
+
+
+def test_eval_prints_a_row_per_retrieval_mode(cli, eval_cases):
+    result = cli("traindoc", "eval", str(eval_cases))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "4 cases, 3 answerable"
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.split() and
+            line.split()[0] in ("hybrid", "bm25", "dense")}
+    assert set(rows) == {"hybrid", "bm25", "dense"}
+    assert all(len(values) == 6 for values in rows.values()), rows  # R@1 R@3 R@5 neg falseNM ms/case
+    assert float(rows["hybrid"][2]) == 1.0, "hybrid finds every answerable case in its top 5"
+
+
+def test_eval_json_report(cli, eval_cases):
+    result = cli("traindoc", "eval", str(eval_cases), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["cases"] == 4 and report["answerable"] == 3
+    assert set(report["modes"]) == {"hybrid", "bm25", "dense"}
+    hybrid = report["modes"]["hybrid"]
+    assert hybrid["R@5"] == 1.0 and hybrid["negatives"] == 1.0 and hybrid["false_no_match"] == 0
+    assert set(hybrid["by_lang"]) == {"en", "zh"}
+    for mode in report["modes"].values():
+        assert 0.0 <= mode["R@1"] <= mode["R@3"] <= mode["R@5"] <= 1.0
+
+
+def test_eval_rejects_a_malformed_cases_file(cli, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n', encoding="utf-8")
+    result = cli("traindoc", "eval", str(bad))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f'traindoc: error: {bad}:1: not an eval case: no "query"'
