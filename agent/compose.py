@@ -23,6 +23,7 @@ COMMAND_LINE = re.compile(
     r"df\b|du\b|free\b|ip\b|ping\b|nc\b|telnet\b|srun\b|sbatch\b|vllm\b|import\b|from\s+\w+\s+import\b|"
     r"[A-Z][A-Z0-9_]*=|[a-z_]\w*\s*=\s*\S|[a-z_][\w.]*\(.*\)\s*$|--[a-z])"
 )
+LABEL = re.compile(r"^\s*\**[^*:：]{1,16}\**\s*[:：]\s*\**\s*$")  # "**解决方案**：" alone on a line
 MAX_DIAGNOSIS_LINES = 14
 MAX_FIX_BLOCKS = 3
 
@@ -82,7 +83,7 @@ def _split_blocks(text: str) -> tuple[list[str], list[str]]:
             continue
         if current is not None:
             current.append(line)
-        elif line.strip() and not HEADING.match(line) and line.strip() != "---":
+        elif line.strip() and not HEADING.match(line) and line.strip() != "---" and not LABEL.match(line):
             prose.append(line.rstrip())
     return prose, code
 
@@ -101,8 +102,8 @@ def _same_problem(top: str, other: str) -> bool:
     top_path, other_path = top.split(PATH_SEPARATOR), other.split(PATH_SEPARATOR)
     if other.startswith(top + PATH_SEPARATOR):
         return True
-    return len(top_path) >= 3 and other_path[: len(top_path) - 1] == top_path[:-1] and len(other_path) > len(top_path) - 1 \
-        and top_path[:-1] != top_path[:1]
+    siblings = other_path[: len(top_path) - 1] == top_path[:-1] and len(other_path) > len(top_path) - 1
+    return len(top_path) >= 3 and siblings and top_path[:-1] != top_path[:1]
 
 
 def _dedupe(fixes: list[tuple[str, Citation]]) -> list[tuple[str, Citation]]:
@@ -149,7 +150,8 @@ def compose(
             "The closest sections are not about this problem, so no fix is suggested from them."
         )
         if citations:
-            parts.append("Nearest (not answers): " + "; ".join(f"{c.source} › {_title(c.section)}" for c in citations[:2]))
+            nearest = "; ".join(f"{c.source} › {_title(c.section)}" for c in citations[:2])
+            parts.append(f"Nearest (not answers): {nearest}")
         return "\n".join(parts).strip()
 
     top = citations[0]
@@ -168,8 +170,12 @@ def compose(
         if citation in family and shown < MAX_DIAGNOSIS_LINES and prose:
             take = prose[: MAX_DIAGNOSIS_LINES - shown]
             marker = "" if citation is top else f" [{citation.n}]"
-            parts.extend(take[:-1] + [take[-1] + marker])
+            parts.extend(take[:-1] + [take[-1] + marker, ""])
             shown += len(take)
+        if citation is top:
+            quoted = [block for block in code if not _is_fix(block)]
+            if quoted:
+                parts.extend(["The documented error this matches:", "", quoted[0], ""])
         fixes.extend((block, citation) for block in code if _is_fix(block))
     parts.append("")
     fixes = _dedupe(fixes)[: MAX_FIX_BLOCKS + 1]

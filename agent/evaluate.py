@@ -63,7 +63,7 @@ def evaluate(troubleshooter: Troubleshooter, path: Path) -> dict[str, Any]:
                 negatives_ok += bool(answer.no_match or not cited)
         positives = [c for c in cases if c["gold"]]
 
-        def recall(k: int, subset: list[dict[str, Any]]) -> float:
+        def recall(k: int, subset: list[dict[str, Any]], ranks: dict[str, int | None] = ranks) -> float:
             hits = [ranks[c["id"]] for c in subset]
             return round(sum(r is not None and r < k for r in hits) / max(len(subset), 1), 3)
 

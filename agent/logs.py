@@ -6,7 +6,7 @@ import gzip
 import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from agent.errors import InputError
 from corpus.errorlines import ErrorLineCollector
@@ -47,7 +47,7 @@ def summarise_lines(lines: Iterable[str]) -> tuple[str, list[str]]:
 def read_log(path: Path) -> tuple[str, list[str]]:
     """Stream a log file (plain or .gz). Returns its opening and its error lines."""
     try:
-        raw: IO[bytes] = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+        raw: Any = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except FileNotFoundError as exc:
         raise InputError(f"log file not found: {path}") from exc
     except IsADirectoryError as exc:
@@ -67,7 +67,7 @@ def read_log(path: Path) -> tuple[str, list[str]]:
 
 
 def read_stream(stream: IO[bytes]) -> tuple[str, list[str]]:
-    buffered = io.BufferedReader(stream) if not hasattr(stream, "peek") else stream  # type: ignore[arg-type]
+    buffered: Any = stream if hasattr(stream, "peek") else io.BufferedReader(stream)  # type: ignore[type-var]
     sample = buffered.peek(SNIFF_BYTES)[:SNIFF_BYTES]
     if _is_binary(sample):
         raise InputError("standard input looks binary, not a text log")

@@ -28,6 +28,7 @@ ERROR_LITERALS = (
     "Segmentation fault", "core dumped", "Killed", "SIGKILL", "SIGSEGV", "ERROR", "FATAL", "error:", "failed",
     "Failed", "unrecognized arguments", "is not supported", "报错", "错误", "失败", "卡住", "超时",
 )
+ERROR_PREFILTER = re.compile("|".join(map(re.escape, ERROR_LITERALS)))
 TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\)")
 FRAME_LINE = re.compile(r'^\s*(File "|at |\^+$|~+$)')
 TIMESTAMP = re.compile(r"^\s*(\[?\d{4}[-/]\d\d[-/]\d\d[ T][\d:.,]+\]?|\[?\d\d/\d\d \d\d:\d\d:\d\d\]?)\s*")
@@ -37,7 +38,7 @@ MAX_LINE = 400
 
 
 def is_error_line(line: str) -> bool:
-    return any(literal in line for literal in ERROR_LITERALS) and ERROR_LINE.search(line) is not None
+    return ERROR_PREFILTER.search(line) is not None and ERROR_LINE.search(line) is not None
 
 
 def normalise(line: str) -> str:

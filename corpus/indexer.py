@@ -174,14 +174,14 @@ def _index_locked(
             store.delete(ids)
             report.removed.append(source)
 
-    chunks = store.all_chunks()
+    stored_chunks = store.all_chunks()
     version = hashlib.sha256(
-        "\n".join(sorted(f"{c.chunk_id}:{c.file_hash}" for c in chunks)).encode()
+        "\n".join(sorted(f"{c.chunk_id}:{c.file_hash}" for c in stored_chunks)).encode()
     ).hexdigest()[:16]
     if version != store.version:
         store.set_version(version)
-    write_snapshot(settings, chunks, version)
-    report.chunks_total = len(chunks)
+    write_snapshot(settings, stored_chunks, version)
+    report.chunks_total = len(stored_chunks)
     return report
 
 

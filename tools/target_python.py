@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,9 @@ def interpreter_available(ctx: ProbeContext) -> tuple[bool, str]:
     return True, ""
 
 
+TARGET_SCRIPT = "torch_report.py"  # torch/CUDA facts and package versions, from one interpreter start
+
+
 class ScriptError(Exception):
     def __init__(self, result: CommandResult, message: str) -> None:
         super().__init__(message)
@@ -63,3 +70,59 @@ def run_script(python: str, script: str, ctx: ProbeContext, run: RunCommand, tim
     if not isinstance(data, dict):
         raise ScriptError(result, f"unexpected output: {result.stdout[-500:]!r}")
     return data
+
+
+@dataclass
+class _Shared:
+    future: Future[dict[str, Any]]
+    usable_until: float
+    consumers: set[str] = field(default_factory=set)
+
+
+_memo: dict[tuple[Any, ...], _Shared] = {}
+_memo_lock = threading.Lock()
+
+
+def shared_report(
+    python: str, script: str, ctx: ProbeContext, run: RunCommand, timeout_s: float, consumer: str
+) -> dict[str, Any]:
+    """``run_script`` once per sweep for every probe that reads the same report: the first caller runs it, the
+    others (other ``consumer`` names, within ctx.timeout_s of its start) wait for that run and get its report,
+    or its ScriptError. A consumer that already had this run's report is asking again (a new sweep) and
+    starts a fresh run, so results are never older than one sweep."""
+    key = (python, script, ctx.timeout_s, run, tuple(sorted(ctx.environ.items())))
+    now = time.monotonic()
+    with _memo_lock:
+        for stale in [k for k, e in _memo.items() if e.usable_until < now]:
+            del _memo[stale]
+        entry = _memo.get(key)
+        owner = entry is None or consumer in entry.consumers
+        if owner:
+            entry = _memo[key] = _Shared(Future(), now + ctx.timeout_s + 1.0)
+        assert entry is not None
+        entry.consumers.add(consumer)
+    if owner:
+        try:
+            entry.future.set_result(run_script(python, script, ctx, run, timeout_s))
+        except ScriptError as exc:
+            entry.future.set_exception(exc)
+        except BaseException as exc:  # never leave waiters hanging on a crashed run
+            entry.future.set_exception(exc)
+            raise
+    try:
+        return entry.future.result(timeout=timeout_s + 5.0)
+    except TimeoutError as exc:  # the run we waited for outlived its own deadline (it kills itself at timeout_s)
+        args = (python, os.fspath(data_path(script)))
+        raise ScriptError(CommandResult(args, None, "", "", timed_out=True),
+                          f"timed out after {timeout_s:.1f}s waiting for the shared run") from exc
+
+
+def target_report(python: str, ctx: ProbeContext, run: RunCommand, timeout_s: float, section: str) -> dict[str, Any]:
+    """One section ("torch" or "versions") of tools/data/torch_report.py's report, run once per sweep."""
+    report = shared_report(python, TARGET_SCRIPT, ctx, run, timeout_s, consumer=section)
+    part = report.get(section)
+    if not isinstance(part, dict):
+        args = (python, os.fspath(data_path(TARGET_SCRIPT)))
+        raise ScriptError(CommandResult(args, 0, json.dumps(report)[-500:], ""),
+                          f"no {section!r} section in the report: {json.dumps(report)[-500:]!r}")
+    return part

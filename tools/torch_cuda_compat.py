@@ -22,7 +22,7 @@ from tools.base import (
     finish,
     run_command,
 )
-from tools.target_python import ScriptError, find_python, interpreter_available, run_script
+from tools.target_python import ScriptError, find_python, interpreter_available, target_report
 
 NAME = "torch_cuda_compat"
 GpuFactsFn = Callable[[ProbeContext], "gpu_inventory.GpuFacts | None"]
@@ -74,7 +74,7 @@ def probe(
     if python is None:
         return failed(NAME, clock, Status.UNAVAILABLE, interpreter_available(ctx)[1])
     try:
-        report = run_script(python, "torch_report.py", ctx, run, clock.left())
+        report = target_report(python, ctx, run, clock.left(), "torch")
     except ScriptError as exc:
         status = Status.TIMED_OUT if exc.result.timed_out else Status.ERROR
         return failed(NAME, clock, status, f"`{exc.result.call}` failed: {exc.message}",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tools.base import Clock, Finding, ProbeContext, ProbeResult, RunCommand, Status, failed, finish, run_command
-from tools.target_python import ScriptError, find_python, interpreter_available, run_script
+from tools.target_python import ScriptError, find_python, interpreter_available, target_report
 
 NAME = "versions"
 
@@ -19,7 +19,7 @@ def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
     if python is None:
         return failed(NAME, clock, Status.UNAVAILABLE, interpreter_available(ctx)[1])
     try:
-        report = run_script(python, "versions_report.py", ctx, run, clock.left())
+        report = target_report(python, ctx, run, clock.left(), "versions")
     except ScriptError as exc:
         status = Status.TIMED_OUT if exc.result.timed_out else Status.ERROR
         return failed(NAME, clock, status, f"`{exc.result.call}` failed: {exc.message}",

@@ -148,7 +148,7 @@ def _ask(argv: Sequence[str] | None) -> int:
     from agent.core import Question
     from agent.logs import read_log, read_stream
 
-    log_head, log_errors = "", []
+    log_head, log_errors = "", list[str]()
     if args.log is not None:
         log_head, log_errors = read_log(args.log)
     elif (stdin := _stdin_text()) is not None:

@@ -46,7 +46,7 @@ def _compare(paths: list[Path], as_json: bool, console) -> int:  # type: ignore[
 
     if len(paths) < 2:
         raise UsageError("--compare needs at least two bundles")
-    bundles = {}
+    bundles: dict[str, list] = {}  # type: ignore[type-arg]
     for path in paths:
         try:
             bundles[_node_name(path) + ("" if _node_name(path) not in bundles else f" #{len(bundles) + 1}")] = load_bundle(path)

@@ -32,9 +32,10 @@ def make_chat_model(settings: Settings, *, streaming: bool = True) -> Any:
     base_url = settings.llm_base_url or DEFAULT_URLS[settings.backend]
     if settings.backend == "openai":
         from langchain_openai import ChatOpenAI
+        from pydantic import SecretStr
 
         return ChatOpenAI(
-            model=settings.llm_model, base_url=base_url, api_key=settings.llm_api_key or "not-needed",
+            model=settings.llm_model, base_url=base_url, api_key=SecretStr(settings.llm_api_key or "not-needed"),
             timeout=settings.llm_timeout_s, max_retries=0, streaming=streaming, temperature=0,
         )
     if settings.backend == "ollama":
@@ -66,7 +67,8 @@ def doctor(settings: Settings) -> list[Check]:
     items = listing.get("data") or listing.get("models") or []
     names = [str(m.get("id") or m.get("name") or m.get("model")) for m in items if isinstance(m, dict)]
     listed = settings.llm_model in names or any(n.split(":")[0] == settings.llm_model for n in names)
-    checks.append(Check("model listed", listed, f"{settings.llm_model} {'is' if listed else 'is not'} among: {', '.join(names[:10]) or '(none)'}"))
+    shown = ", ".join(names[:10]) or "(none)"
+    checks.append(Check("model listed", listed, f"{settings.llm_model} {'is' if listed else 'is not'} among: {shown}"))
     try:
         from langchain_core.tools import tool
 

@@ -67,9 +67,12 @@ def run_loop(model: Any, toolbox: Toolbox, messages: list[dict[str, str]], max_s
     agent = create_agent(model, tools=toolbox.langchain_tools(), system_prompt=system_prompt(), middleware=[bounded])
     final_text = ""
     streamed_any = False
-    for mode, payload in agent.stream(
-        {"messages": messages}, stream_mode=["messages", "updates"], config={"recursion_limit": 4 * max_steps + 4}
-    ):
+    stream: Any = agent.stream(  # type: ignore[call-overload]
+        {"messages": messages},  # type: ignore[arg-type]
+        stream_mode=["messages", "updates"],
+        config={"recursion_limit": 4 * max_steps + 4},
+    )
+    for mode, payload in stream:
         if mode == "messages":
             chunk, meta = payload
             if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content \

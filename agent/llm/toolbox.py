@@ -87,6 +87,8 @@ class Toolbox:
             from tools.registry import run_probes
 
             context = self.probe_context
+            if context is None:
+                return f"REFUSED: probes are turned off for this question; {name} did not run"
             if port:
                 context = replace(context, ports=(int(port),))
             if name == "log_grep" and path:
