@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
 Q      ?= why is NCCL hanging
 
-.PHONY: ask test index lint bench clean
+.PHONY: ask test index lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,13 @@ ask: $(STAMP)
 index: $(STAMP)
 	$(VENV)/bin/traindoc index
 
-test: $(STAMP)
+# Browser tests use Debian's chromium and CJK fonts (never `playwright install`).
+browser:
+	@command -v chromium >/dev/null && fc-list 2>/dev/null | grep -qi "noto.*cjk" || \
+	  { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+test: $(STAMP) browser
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

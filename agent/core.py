@@ -20,6 +20,8 @@ from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStart
 from agent.settings import Settings, contain_caches
 
 log = logging.getLogger(__name__)
+FOLLOW_UP_CHARS = 100
+MAX_CONTEXT_CHARS = 3000
 
 
 @dataclass
@@ -35,8 +37,13 @@ class Question:
     history: list[dict[str, str]] = field(default_factory=list)  # earlier turns: {"role", "content"}
 
     def search_text(self) -> str:
-        """What retrieval sees: the question, then the log's error lines (they carry the signal)."""
+        """What retrieval sees: the question, then the log's error lines (they carry the signal).
+
+        A short follow-up ("and with 4 GPUs?") is read together with the previous question."""
         parts = [self.text]
+        earlier = [m["content"] for m in self.history if m.get("role") == "user"]
+        if earlier and len(self.text) < FOLLOW_UP_CHARS and not self.log_errors:
+            parts.insert(0, earlier[-1][:MAX_CONTEXT_CHARS])
         if self.log_errors:
             parts.append("\n".join(self.log_errors))
         elif self.log_head:

@@ -100,6 +100,7 @@ def contain_caches(settings: Settings) -> None:
     os.environ.setdefault("SENTENCE_TRANSFORMERS_HOME", str(cache / "sentence-transformers"))
     os.environ.setdefault("TORCH_HOME", str(cache / "torch"))
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(cache / "gradio"))
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     os.environ.setdefault("MPLCONFIGDIR", str(cache / "matplotlib"))
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

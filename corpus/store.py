@@ -226,6 +226,11 @@ class VectorStore:
 
 def remove_local_index(settings: Settings) -> None:
     if settings.chroma_url is None and settings.chroma_dir.exists():
+        # chroma caches one client per path for the process; a client that failed on the old files would
+        # otherwise be handed back for the new index ("'RustBindingsAPI' object has no attribute 'bindings'").
+        from chromadb.api.client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()
         shutil.rmtree(settings.chroma_dir)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import select
 import sys
 from collections.abc import Sequence
@@ -72,6 +73,14 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("cases", type=Path, metavar="FILE.jsonl")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.add_argument("--show", action="store_true", help="list every miss")
+    web = commands.add_parser("web", help="serve the chat UI (Gradio) on 127.0.0.1 by default")
+    web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    web.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    web.add_argument("--max-upload-mb", type=int, default=None, metavar="MB", help="log upload limit (default 50)")
+    feedback = commands.add_parser("feedback", help="answer feedback stored by the web UI and Slack")
+    feedback_commands = feedback.add_subparsers(dest="feedback_command", metavar="ACTION", parser_class=_Parser)
+    export = feedback_commands.add_parser("export", help="write feedback as eval cases (JSON lines)")
+    export.add_argument("--out", type=Path, help="file to write (default: standard output)")
     commands.add_parser("doctor-llm", help="check the configured model: reachable, listed, supports tool calls")
     probe = commands.add_parser("probe", help="run every read-only probe of this machine and print verdicts")
     probe.add_argument("--json", action="store_true", help="print a bundle (secrets masked) to attach to an issue or Slack")
@@ -188,7 +197,7 @@ def _troubleshooter(args: argparse.Namespace) -> Any:
         settings = replace(settings, backend=args.backend)
     if getattr(args, "redact", None):
         settings = replace(settings, redact_mode=args.redact)
-    if getattr(args, "top_k", None):
+    if getattr(args, "top_k", None) is not None:
         if args.top_k < 1:
             raise UsageError("--top-k must be at least 1")
         settings = replace(settings, top_k=args.top_k)
@@ -255,6 +264,10 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         report = evaluate(troubleshooter, args.cases)
         print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else render_report(report, args.show))
         return 0
+    if args.command == "web":
+        return _web(args)
+    if args.command == "feedback":
+        return _feedback(args)
     if args.command == "doctor-llm":
         from agent.llm.backends import doctor
 
@@ -268,6 +281,44 @@ def _traindoc(argv: Sequence[str] | None) -> int:
 
         return run_probe_command(args)
     raise UsageError(f"unknown command {args.command!r}")
+
+
+def _feedback_path() -> Path:
+    from agent.settings import Settings
+
+    configured = os.environ.get("TRAINDOC_FEEDBACK_DB")
+    return Path(configured) if configured else Settings.from_env().data_dir / "feedback.sqlite3"
+
+
+def _web(args: argparse.Namespace) -> int:
+    from ui.web import DEFAULT_MAX_UPLOAD_MB, WebOptions, parse_auth, serve
+
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be 1-65535, not {args.port}")
+    limit = args.max_upload_mb or int(os.environ.get("TRAINDOC_WEB_MAX_UPLOAD_MB") or DEFAULT_MAX_UPLOAD_MB)
+    options = WebOptions(host=args.host, port=args.port, auth=parse_auth(os.environ.get("TRAINDOC_WEB_AUTH")),
+                         max_upload_mb=limit, feedback_db=_feedback_path())
+    troubleshooter = _troubleshooter(args)
+    troubleshooter.retriever()  # load the index before the first visitor
+    print(f"traindoc web: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    serve(troubleshooter, options)
+    return 0
+
+
+def _feedback(args: argparse.Namespace) -> int:
+    from agent.feedback import FeedbackStore, as_eval_case
+
+    if args.feedback_command != "export":
+        raise UsageError("usage: traindoc feedback export [--out FILE]")
+    store = FeedbackStore(_feedback_path())
+    lines = [json.dumps(as_eval_case(row), ensure_ascii=False) for row in store.rows()]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+        print(f"traindoc: wrote {len(lines)} cases to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,7 @@ tool calls) and can misbehave on cue: an HTTP error (429, a context-length 400),
 client's timeout, a tool call whose arguments are not JSON. Every request body is recorded, so a test can
 prove what a model was (and was not) sent. ``closed_port()`` gives a URL with nothing listening.
 
-    with FakeOpenAI([calls(("search_docs", {"query": "NCCL"})), echo_doc("See [doc:{doc}].")]) as server:
+    with FakeOpenAI([calls(("search_docs", {"query": "NCCL"})), echo("See [doc:{doc}].")]) as server:
         env = {"TRAINDOC_LLM_BASE_URL": server.url, "TRAINDOC_LLM_MODEL": "fake-model"}
 """
 
@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DOC_ID = re.compile(r"\[doc:([A-Za-z0-9_\-]+)\]")
+PLACEHOLDER = re.compile(r"\[[A-Z_]+_\d+\]")  # agent.redaction's placeholders
 CONTEXT_OVERFLOW = {"error": {
     "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.",
     "type": "invalid_request_error", "code": "context_length_exceeded"}}
@@ -75,12 +76,16 @@ def malformed_call(name: str = "search_docs") -> Calls:
     return Calls(((name, "}{ not json"),))
 
 
-def echo_doc(template: str) -> Callable[[dict[str, Any]], Text]:
-    """Answer ``template`` with ``{doc}`` set to the first [doc:ID] found in the messages received."""
+def echo(template: str) -> Callable[[dict[str, Any]], Text]:
+    """Answer ``template`` with ``{doc}`` set to the first [doc:ID] in a tool result received and
+    ``{placeholders}`` to every redaction placeholder in the messages (as a model echoing them would)."""
 
     def act(body: dict[str, Any]) -> Text:
-        found = DOC_ID.search(json.dumps([m.get("content") for m in body.get("messages", [])], ensure_ascii=False))
-        return Text(template.format(doc=found.group(1) if found else "missing"))
+        messages = body.get("messages", [])
+        seen = json.dumps([m.get("content") for m in messages], ensure_ascii=False)
+        found = DOC_ID.search(json.dumps([m.get("content") for m in messages if m.get("role") == "tool"]))
+        placeholders = " ".join(dict.fromkeys(PLACEHOLDER.findall(seen)))
+        return Text(template.format(doc=found.group(1) if found else "missing", placeholders=placeholders))
 
     return act
 

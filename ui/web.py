@@ -1,0 +1,258 @@
+"""`traindoc web`: a Gradio chat over the same ``ask()``.
+
+The chat streams the answer; each probe or tool call is a collapsible step; citations are a sources
+list whose entries expand to the cited section; a panel shows the probe report with a button to run
+it again; a log upload works like `ask --log`; thumbs up/down are stored for `traindoc feedback export`.
+"""
+
+from __future__ import annotations
+
+import html
+import ipaddress
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.answer import Answer
+from agent.core import Question, Troubleshooter
+from agent.errors import ConfigError, InputError, TraindocError
+from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
+from agent.feedback import FeedbackStore
+
+DEFAULT_MAX_UPLOAD_MB = 50
+CSS = """
+.traindoc-sources details { margin: 4px 0; }
+.traindoc-sources pre { white-space: pre-wrap; font-size: 0.85em; }
+.traindoc-probes td, .traindoc-probes th { padding: 2px 8px; text-align: left; vertical-align: top; }
+"""
+
+
+@dataclass(frozen=True)
+class WebOptions:
+    host: str = "127.0.0.1"
+    port: int = 7860
+    auth: tuple[str, str] | None = None
+    max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
+    feedback_db: Path | None = None
+
+
+def parse_auth(value: str | None) -> tuple[str, str] | None:
+    if not value:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise ConfigError("TRAINDOC_WEB_AUTH must be user:password")
+    return user, password
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def sources_html(answer: Answer | None) -> str:
+    if answer is None or not answer.citations:
+        return "<div class='traindoc-sources'><em>No sources for this answer.</em></div>" if answer else ""
+    items = []
+    for c in answer.citations:
+        items.append(
+            f"<details><summary>[{c.n}] {html.escape(Path(c.source).name)} › {html.escape(c.section)}</summary>"
+            f"<pre>{html.escape(c.text)}</pre></details>"
+        )
+    return "<div class='traindoc-sources'><strong>Sources</strong>" + "".join(items) + "</div>"
+
+
+def probes_html(results: list[Any]) -> str:
+    if not results:
+        return "<em>No probe results yet.</em>"
+    rows = "".join(
+        f"<tr><td>{html.escape(r.probe)}</td><td><strong>{html.escape(str(r.status))}</strong></td>"
+        f"<td>{html.escape(r.summary)}</td></tr>"
+        for r in results
+    )
+    return f"<table class='traindoc-probes'><tr><th>probe</th><th>verdict</th><th>summary</th></tr>{rows}</table>"
+
+
+def read_upload(path: str | None, max_mb: int) -> tuple[str, list[str], tuple[Path, ...]]:
+    if not path:
+        return "", [], ()
+    from agent.logs import read_log
+
+    file = Path(path)
+    size = file.stat().st_size
+    if size > max_mb * 1024 * 1024:
+        raise InputError(f"the log is {size / 1e6:.0f} MB; the limit is {max_mb} MB", hint="upload the last part of it")
+    head, errors = read_log(file)
+    return head, errors, (file,)
+
+
+class WebChat:
+    """The handlers behind the page; plain methods so gradio_client and tests can call them too."""
+
+    def __init__(self, troubleshooter: Troubleshooter, options: WebOptions) -> None:
+        self.troubleshooter = troubleshooter
+        self.options = options
+        self.feedback = FeedbackStore(options.feedback_db or troubleshooter.settings.data_dir / "feedback.sqlite3")
+
+    def respond(self, message: str, chat: list[dict[str, Any]], log_file: str | None, answers: list[Any]
+                ) -> Iterator[tuple[list[dict[str, Any]], str, str, list[Any], str]]:
+        chat = list(chat or [])
+        answers = list(answers or [])
+        text = (message or "").strip()
+        if not text and not log_file:
+            yield chat, "", "", answers, "Type a question or upload a log."
+            return
+        history = [{"role": m["role"], "content": str(m["content"])} for m in chat
+                   if m.get("role") in ("user", "assistant") and not (m.get("metadata") or {}).get("title")]
+        try:
+            head, errors, paths = read_upload(log_file, self.options.max_upload_mb)
+        except TraindocError as exc:
+            chat += [{"role": "user", "content": text or "(log)"}, {"role": "assistant", "content": f"⚠️ {exc}"}]
+            yield chat, "", "", answers, str(exc)
+            return
+        question = Question(text=text or (errors[0] if errors else head.splitlines()[0] if head else "log"),
+                            log_head=head, log_errors=errors, log_paths=paths, history=history)
+        chat.append({"role": "user", "content": question.text})
+        yield chat, "", "", answers, ""
+        events: queue.Queue[Event | BaseException] = queue.Queue()
+
+        def work() -> None:
+            try:
+                self.troubleshooter.ask(question, on_event=events.put)
+            except BaseException as exc:  # shown in the chat, never a server traceback page
+                events.put(exc)
+
+        threading.Thread(target=work, daemon=True).start()
+        steps: dict[int, int] = {}
+        streamed = -1
+        while True:
+            event = events.get()
+            if isinstance(event, BaseException):
+                message_text = str(event) if isinstance(event, TraindocError) else f"internal error: {type(event).__name__}: {event}"
+                chat.append({"role": "assistant", "content": f"⚠️ {message_text}"})
+                yield chat, "", "", answers, message_text
+                return
+            if isinstance(event, StepStarted):
+                steps[event.step] = len(chat)
+                args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
+                chat.append({"role": "assistant", "content": "running…",
+                             "metadata": {"title": f"🔧 {event.tool}({args})", "status": "pending"}})
+            elif isinstance(event, StepFinished):
+                index = steps.get(event.step)
+                if index is not None:
+                    chat[index] = {"role": "assistant", "content": event.result or "(no output)",
+                                   "metadata": {"title": chat[index]["metadata"]["title"], "status": "done"}}
+            elif isinstance(event, Token):
+                if streamed < 0:
+                    chat.append({"role": "assistant", "content": ""})
+                    streamed = len(chat) - 1
+                chat[streamed] = {"role": "assistant", "content": chat[streamed]["content"] + event.text}
+            elif isinstance(event, Notice):
+                chat.append({"role": "assistant", "content": f"ℹ️ {event.text}",
+                             "metadata": {"title": "notice", "status": "done"}})
+            elif isinstance(event, FinalAnswer):
+                answer = event.answer
+                if streamed >= 0:
+                    chat[streamed] = {"role": "assistant", "content": answer.answer}
+                else:
+                    chat.append({"role": "assistant", "content": answer.answer})
+                answers.append({"index": streamed if streamed >= 0 else len(chat) - 1, "answer": answer.to_json(),
+                                "texts": {c.chunk_id: c.text for c in answer.citations}})
+                yield chat, sources_html(answer), "", answers, ""
+                return
+            yield chat, "", "", answers, ""
+
+    def rate(self, answers: list[Any], index: int, liked: bool) -> str:
+        for entry in answers or []:
+            if entry["index"] == index:
+                self.feedback.record(_answer_from_json(entry["answer"]), 1 if liked else -1, "web")
+                return "Thanks: feedback saved."
+        return "That message is not an answer."
+
+    def probe_report(self) -> str:
+        from agent.diagnose import ProbeRequest, probe_context
+        from tools.registry import run_probes
+
+        context = probe_context(ProbeRequest(text="", timeout_s=self.troubleshooter.settings.probe_timeout_s))
+        return probes_html(run_probes(None, context))
+
+    def api_ask(self, question: str) -> dict[str, Any]:
+        if not (question or "").strip():
+            return {"error": "empty question"}
+        return self.troubleshooter.ask(Question(text=question.strip())).to_json()
+
+
+def _answer_from_json(data: dict[str, Any]) -> Answer:
+    from agent.answer import Citation
+
+    return Answer(
+        question=data["question"], answer=data["answer"],
+        citations=[Citation(c["n"], c["source"], c["section"], c["chunk_id"], c["score"]) for c in data["citations"]],
+        findings=[], no_match=data["no_match"], backend=data.get("backend", "offline"),
+    )
+
+
+def build_app(chat: WebChat) -> Any:
+    import gradio as gr
+
+    backend = chat.troubleshooter.settings
+    backend_name = "offline (no model)" if backend.backend == "offline" else f"{backend.backend}:{backend.llm_model}"
+    with gr.Blocks(title="traindoc", analytics_enabled=False) as app:
+        gr.Markdown(f"## traindoc — GPU training troubleshooter\nBackend: **{html.escape(backend_name)}**",
+                    elem_id="backend")
+        answers = gr.State([])
+        with gr.Row():
+            with gr.Column(scale=3):
+                chatbot = gr.Chatbot(label="traindoc", height=520, elem_id="chat")
+                with gr.Row():
+                    box = gr.Textbox(placeholder="Paste an error or ask: why is NCCL hanging?", show_label=False,
+                                     scale=5, elem_id="question")
+                    send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                log_file = gr.File(label=f"Training log (max {chat.options.max_upload_mb} MB)", type="filepath",
+                                   elem_id="log")
+                status = gr.Markdown("", elem_id="status")
+            with gr.Column(scale=2):
+                sources = gr.HTML("", elem_id="sources")
+                with gr.Accordion("Probe report (this machine)", open=False):
+                    report = gr.HTML("<em>Not run yet.</em>", elem_id="probe-report")
+                    rerun = gr.Button("Run the probes again", elem_id="rerun")
+        outputs = [chatbot, sources, box, answers, status]
+        send.click(chat.respond, [box, chatbot, log_file, answers], outputs, api_name=False)
+        box.submit(chat.respond, [box, chatbot, log_file, answers], outputs, api_name=False)
+        rerun.click(chat.probe_report, [], [report], api_name="probes")
+
+        def on_like(state: list[Any], data: gr.LikeData) -> str:
+            index = data.index[0] if isinstance(data.index, list | tuple) else data.index
+            return chat.rate(state, int(index), bool(data.liked))
+
+        on_like.__annotations__["data"] = gr.LikeData  # postponed annotations: gradio needs the class itself
+        chatbot.like(on_like, [answers], [status], api_name=False)
+        api_question = gr.Textbox(visible=False)
+        api_answer = gr.JSON(visible=False)
+        api_button = gr.Button(visible=False)
+        api_button.click(chat.api_ask, [api_question], [api_answer], api_name="ask")
+    return app
+
+
+def serve(troubleshooter: Troubleshooter, options: WebOptions, *, block: bool = True) -> Any:
+    import logging
+
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    if not is_loopback(options.host) and options.auth is None:
+        logging.getLogger("traindoc").warning(
+            "warning: serving on %s without authentication; anyone who can reach it can run probes. "
+            "Set TRAINDOC_WEB_AUTH=user:password.", options.host)
+    app = build_app(WebChat(troubleshooter, options))
+    app.queue(default_concurrency_limit=8)
+    app.launch(server_name=options.host, server_port=options.port, auth=options.auth, share=False,
+               max_file_size=f"{options.max_upload_mb}mb", prevent_thread_lock=not block, quiet=True,
+               footer_links=[], css=CSS, show_error=False)
+    return app
