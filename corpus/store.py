@@ -90,7 +90,8 @@ def _translated(action: str, location: str) -> Iterator[None]:
     except Exception as exc:  # chromadb raises many unrelated types; all mean "store unusable"
         raise IndexStoreError(
             f"cannot {action} the index at {location}: {type(exc).__name__}: {str(exc)[:200]}",
-            hint="run `traindoc index --rebuild`",
+            hint="is the Chroma server running? check TRAINDOC_CHROMA_URL" if action == "reach"
+            else "run `traindoc index --rebuild`",
         ) from exc
 
 

@@ -22,7 +22,7 @@ def _answer(result) -> dict:
 
 def test_json_schema_and_stale_advice_correction(cli):
     answer = _answer(cli("ask", "--json", "--no-probes", SM120))
-    assert set(answer) == {"question", "answer", "citations", "findings", "no_match", "backend", "timings_ms"}
+    assert {"question", "answer", "citations", "findings", "no_match", "backend", "timings_ms"} <= set(answer)
     assert answer["question"] == SM120
     assert answer["backend"] == "offline"
     assert answer["no_match"] is False
@@ -34,7 +34,7 @@ def test_json_schema_and_stale_advice_correction(cli):
     assert 1 <= len(citations) <= 5
     assert [c["n"] for c in citations] == list(range(1, len(citations) + 1))
     for c in citations:
-        assert set(c) == {"n", "source", "section", "chunk_id", "score"}
+        assert {"n", "source", "section", "chunk_id", "score"} <= set(c)
         assert c["source"].startswith("corpus/") and c["section"] and re.fullmatch(r"[0-9a-f]{16}", c["chunk_id"])
         assert isinstance(c["score"], float)
     assert [c["score"] for c in citations] == sorted((c["score"] for c in citations), reverse=True)

@@ -81,6 +81,9 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     feedback_commands = feedback.add_subparsers(dest="feedback_command", metavar="ACTION", parser_class=_Parser)
     export = feedback_commands.add_parser("export", help="write feedback as eval cases (JSON lines)")
     export.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    slack = commands.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP Events API)")
+    slack.add_argument("--host", default="127.0.0.1", help="address for the HTTP Events API (default 127.0.0.1)")
+    slack.add_argument("--port", type=int, default=3000, help="port for the HTTP Events API (default 3000)")
     commands.add_parser("doctor-llm", help="check the configured model: reachable, listed, supports tool calls")
     probe = commands.add_parser("probe", help="run every read-only probe of this machine and print verdicts")
     probe.add_argument("--json", action="store_true", help="print a bundle (secrets masked) to attach to an issue or Slack")
@@ -102,8 +105,8 @@ def _setup_logging(debug: bool) -> None:
         stream=sys.stderr,
     )
     if not debug:
-        for noisy in ("chromadb", "httpx", "urllib3", "sentence_transformers"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
+        for noisy in ("chromadb", "httpx", "urllib3", "sentence_transformers", "slack_sdk", "slack_bolt"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 
 def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
@@ -266,6 +269,19 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "web":
         return _web(args)
+    if args.command == "slack":
+        from ui.slack_bot import SlackOptions, run
+
+        options = SlackOptions.from_env(dict(os.environ), port=args.port, host=args.host)
+        if options.feedback_db is None:
+            from dataclasses import replace
+
+            options = replace(options, feedback_db=_feedback_path())
+        troubleshooter = _troubleshooter(args)
+        troubleshooter.retriever()
+        logging.getLogger("traindoc").setLevel(logging.INFO if args.debug else logging.WARNING)
+        run(troubleshooter, options)
+        return 0
     if args.command == "feedback":
         return _feedback(args)
     if args.command == "doctor-llm":

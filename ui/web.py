@@ -225,8 +225,8 @@ def build_app(chat: WebChat) -> Any:
                     report = gr.HTML("<em>Not run yet.</em>", elem_id="probe-report")
                     rerun = gr.Button("Run the probes again", elem_id="rerun")
         outputs = [chatbot, sources, box, answers, status]
-        send.click(chat.respond, [box, chatbot, log_file, answers], outputs, api_name=False)
-        box.submit(chat.respond, [box, chatbot, log_file, answers], outputs, api_name=False)
+        send.click(chat.respond, [box, chatbot, log_file, answers], outputs, api_visibility="private")
+        box.submit(chat.respond, [box, chatbot, log_file, answers], outputs, api_visibility="private")
         rerun.click(chat.probe_report, [], [report], api_name="probes")
 
         def on_like(state: list[Any], data: gr.LikeData) -> str:
@@ -234,7 +234,7 @@ def build_app(chat: WebChat) -> Any:
             return chat.rate(state, int(index), bool(data.liked))
 
         on_like.__annotations__["data"] = gr.LikeData  # postponed annotations: gradio needs the class itself
-        chatbot.like(on_like, [answers], [status], api_name=False)
+        chatbot.like(on_like, [answers], [status], api_visibility="private")
         api_question = gr.Textbox(visible=False)
         api_answer = gr.JSON(visible=False)
         api_button = gr.Button(visible=False)

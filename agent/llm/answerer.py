@@ -74,6 +74,8 @@ def answer_with_model(
         kind = _failure_kind(exc)
         raise ModelFailure(f"model {describe(settings)} {kind}: {type(exc).__name__}: {str(exc)[:160]}") from exc
     if not result.text.strip():
+        if result.malformed:  # langchain reports unparseable arguments as invalid_tool_calls, not an error
+            raise ModelFailure(f"model {describe(settings)} malformed tool call: {result.malformed[0][:160]}")
         raise ModelFailure(f"model {describe(settings)} returned an empty answer")
 
     grounded = ground(result.text, toolbox.chunks, toolbox.probes)

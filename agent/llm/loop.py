@@ -8,7 +8,7 @@ the toolbox); independent tool calls in one model turn run concurrently (langgra
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -30,6 +30,7 @@ def system_prompt() -> str:
 class LoopResult:
     text: str
     model_calls: int
+    malformed: list[str] = field(default_factory=list)  # tool calls whose arguments were not valid JSON
 
 
 def _bounded_steps(max_steps: int) -> Any:
@@ -66,6 +67,7 @@ def run_loop(model: Any, toolbox: Toolbox, messages: list[dict[str, str]], max_s
     bounded = _bounded_steps(max_steps)
     agent = create_agent(model, tools=toolbox.langchain_tools(), system_prompt=system_prompt(), middleware=[bounded])
     final_text = ""
+    malformed: list[str] = []
     streamed_any = False
     stream: Any = agent.stream(  # type: ignore[call-overload]
         {"messages": messages},  # type: ignore[arg-type]
@@ -84,9 +86,10 @@ def run_loop(model: Any, toolbox: Toolbox, messages: list[dict[str, str]], max_s
                 for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
                     if isinstance(message, AIMessage) and not message.tool_calls:
                         final_text = _text(message.content)
+                        malformed = [f"{c.get('name')}({c.get('args')!r})" for c in message.invalid_tool_calls]
     if not streamed_any and final_text:
         on_event(Token(toolbox.redactor.restore(final_text)))
-    return LoopResult(final_text, bounded.calls)
+    return LoopResult(final_text, bounded.calls, malformed)
 
 
 def _text(content: Any) -> str:
