@@ -62,9 +62,9 @@ class Troubleshooter:
     # -- wiring --------------------------------------------------------------
     def embedder(self):  # type: ignore[no-untyped-def]
         if self._embedder is None:
-            from corpus.embedding import make_embedder
+            from corpus.embedding import LazyEmbedder
 
-            self._embedder = make_embedder(self.settings.embed_model, cache_dir=self.settings.cache_dir / "models")
+            self._embedder = LazyEmbedder(self.settings.embed_model, cache_dir=self.settings.cache_dir / "models")
         return self._embedder
 
     def index(self, paths=None, *, rebuild: bool = False, progress: bool = True):  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ The synthetic corpus: deterministic (seeded) markdown documents of troubleshooti
 mixed Chinese/English, with code blocks quoting error messages. 400 files x 50 sections = 20,000
 chunks (plus the seeds). Embedding 20k chunks with the default numpy USE model on 2 CPU cores takes
 over 10 minutes, so the built index is cached in ``benchmarks/.cache/warm-<key>/`` (git-ignored),
-the key covering the generator version, the size and the sources of chunking/embedding/store.
+the key covering the generator version, the size and the sources of chunking.py/embedding.py.
 ``--rebuild`` forces a new build; ``--no-cache`` builds in a temp dir and deletes it.
 """
 
@@ -187,7 +187,7 @@ QUERIES = SHORT + LOGS
 
 def _source_key() -> str:
     digest = hashlib.sha256(f"gen={GENERATOR_VERSION};files={FILES};sections={SECTIONS_PER_FILE}".encode())
-    for name in ("chunking.py", "embedding.py", "store.py", "indexer.py"):
+    for name in ("chunking.py", "embedding.py"):  # what decides the stored chunks and vectors
         digest.update((REPO / "corpus" / name).read_bytes())
     return digest.hexdigest()[:12]
 

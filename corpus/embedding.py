@@ -82,6 +82,26 @@ def bundled_minilm_path() -> Path:
     return Path(get_model_path())
 
 
+def canonical_name(model: str) -> str:
+    return USE_MULTILINGUAL if model in (USE_MULTILINGUAL, "use", "universal-sentence-encoder") else model
+
+
+class LazyEmbedder:
+    """Names the model at once, loads it on the first ``embed`` (an unchanged re-index or a store
+    check never pays for loading a model)."""
+
+    def __init__(self, model: str, cache_dir: Path | None = None) -> None:
+        self.name = canonical_name(model)
+        self._model = model
+        self._cache_dir = cache_dir
+        self._loaded: Embedder | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self._loaded is None:
+            self._loaded = make_embedder(self._model, self._cache_dir)
+        return self._loaded.embed(texts)
+
+
 def make_embedder(model: str, cache_dir: Path | None = None) -> Embedder:
     if model in (USE_MULTILINGUAL, "use", "universal-sentence-encoder"):
         return UniversalSentenceEncoder()

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Family:
@@ -70,6 +72,18 @@ class Recognition:
         if not self.errors:
             return 1.0
         return sum(e.name in section_families for e in self.errors) / len(self.errors)
+
+    def coverage_matrix(self, covers: np.ndarray) -> np.ndarray:
+        """``coverage`` for every chunk at once; ``covers`` is chunks x catalogue (see snapshot)."""
+        index = {f.name: i for i, f in enumerate(catalogue())}
+        rows = covers.shape[0]
+        ok = np.ones(rows, dtype=bool)
+        for platform in self.platforms:
+            ok &= covers[:, index[platform.name]]
+        if not self.errors:
+            return ok.astype(np.float32)
+        share = covers[:, [index[e.name] for e in self.errors]].sum(axis=1) / len(self.errors)
+        return np.where(ok & (share > 0), share, 0).astype(np.float32)
 
     def answered_by(self, section_families: frozenset[str]) -> bool:
         """Whether a section whose covered families are given can answer this question."""

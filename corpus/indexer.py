@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agent.errors import IndexBusyError, IndexStoreError, InputError
 from agent.settings import REPO_ROOT, Settings
-from corpus.chunking import chunk_document
+from corpus.chunking import Chunk, chunk_document
 from corpus.embedding import Embedder
 from corpus.store import StoredChunk, VectorStore, remove_local_index
 
@@ -40,6 +40,11 @@ class IndexReport:
             f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped; "
             f"{self.chunks_written} chunks embedded, {self.chunks_total} in the index"
         )
+
+
+def embed_text(chunk: Chunk) -> str:
+    """What is embedded for a chunk: its heading path, then its text."""
+    return f"{chunk.section}\n{chunk.text}"
 
 
 def display_source(path: Path) -> str:
@@ -116,9 +121,15 @@ def _index_locked(
     rebuild: bool,
     progress: bool,
 ) -> IndexReport:
-    from corpus.snapshot import write_snapshot
+    from corpus.snapshot import read_snapshot, write_snapshot
 
     embedder = embed()
+    roots = _registered_roots(settings, paths)
+    files = discover([r for r in roots if r.exists()])
+    if not rebuild and settings.chroma_url is None:
+        unchanged = _unchanged_since_last_run(settings, embedder.name, files)
+        if unchanged is not None:
+            return unchanged
     if rebuild:
         remove_local_index(settings)
     try:
@@ -135,10 +146,12 @@ def _index_locked(
         store.delete([cid for _, ids in stored.values() for cid in ids])
         stored = {}
 
+    from corpus.embedding_cache import EmbeddingCache
+
+    cache = EmbeddingCache(embedder.name, settings.cache_dir / f"embeddings-{embedder.name.replace('/', '_')}.npz")
     report = IndexReport()
-    roots = _registered_roots(settings, paths)
-    files = discover([r for r in roots if r.exists()])
     seen: set[str] = set()
+    hashes: dict[str, str] = {}
     for path in _progress(files, progress):
         source = display_source(path)
         seen.add(source)
@@ -149,6 +162,7 @@ def _index_locked(
             log.info("skipped %s: %s", source, exc.strerror or exc)  # the caller reports skips
             continue
         file_hash = hashlib.sha256(raw).hexdigest()
+        hashes[source] = file_hash
         previous = stored.get(source)
         if previous and previous[0] == file_hash:
             report.unchanged.append(source)
@@ -161,7 +175,7 @@ def _index_locked(
             continue
         chunks = chunk_document(text, source, title=path.stem)
         records = [StoredChunk(c.chunk_id, source, c.section, c.text, file_hash, c.part) for c in chunks]
-        vectors = embedder.embed([f"{c.section}\n{c.text}" for c in chunks])
+        vectors = cache.embed(embedder, [embed_text(c) for c in chunks])
         store.upsert(records, vectors)
         stale = sorted(set(previous[1]) - {c.chunk_id for c in records}) if previous else []
         store.delete(stale)
@@ -174,15 +188,62 @@ def _index_locked(
             store.delete(ids)
             report.removed.append(source)
 
+    cache.save()
     stored_chunks = store.all_chunks()
     version = hashlib.sha256(
         "\n".join(sorted(f"{c.chunk_id}:{c.file_hash}" for c in stored_chunks)).encode()
     ).hexdigest()[:16]
     if version != store.version:
         store.set_version(version)
-    write_snapshot(settings, stored_chunks, version)
+    current = read_snapshot(settings)
+    if current is None or current.version != version:
+        write_snapshot(settings, stored_chunks, version)
     report.chunks_total = len(stored_chunks)
+    if not report.skipped:
+        _write_manifest(settings, embedder.name, version, hashes, len(stored_chunks))
     return report
+
+
+def _manifest_path(settings: Settings) -> Path:
+    return settings.data_dir / "manifest.json"
+
+
+def _write_manifest(settings: Settings, model: str, version: str, hashes: dict[str, str], chunks: int) -> None:
+    import json
+
+    payload = {"embed_model": model, "version": version, "files": hashes, "chunks": chunks}
+    try:
+        _manifest_path(settings).write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    except OSError as exc:
+        log.warning("could not record the index manifest: %s", exc)
+
+
+def _unchanged_since_last_run(settings: Settings, model: str, files: Sequence[Path]) -> IndexReport | None:
+    """The report of a run with nothing to do, when the files, the model, the store and the snapshot are all
+    as the last successful run left them; None when anything differs (then the store is consulted)."""
+    import json
+
+    from corpus.snapshot import read_snapshot
+
+    try:
+        manifest = json.loads(_manifest_path(settings).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if manifest.get("embed_model") != model or not (settings.chroma_dir / "chroma.sqlite3").exists():
+        return None
+    recorded: dict[str, str] = manifest.get("files", {})
+    current: dict[str, str] = {}
+    for path in files:
+        try:
+            current[display_source(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+    if current != recorded:
+        return None
+    snapshot = read_snapshot(settings)
+    if snapshot is None or snapshot.version != manifest.get("version"):
+        return None
+    return IndexReport(unchanged=sorted(current), chunks_total=int(manifest.get("chunks", len(snapshot.chunks))))
 
 
 def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[Path]:

@@ -128,7 +128,7 @@ class Retriever:
 
         fused = self._fuse(signals, mode, size)
         recognition = recognise(query, errors)
-        coverage = np.array([recognition.coverage(f) for f in self.snapshot.families], dtype=np.float32)
+        coverage = recognition.coverage_matrix(self.snapshot.families)
         answerable = coverage > 0
         if mode == "hybrid" and recognition.names:
             fused = fused + self.weights.family * coverage
@@ -175,19 +175,8 @@ class Retriever:
 
     def _error_match(self, lines: list[str]) -> np.ndarray:
         """Per chunk: the best share of a quoted error message found in one of the query's lines."""
-        query_signatures = [s for s in (signature(line) for line in lines) if s]
-        scores = np.zeros(len(self.snapshot.chunks), dtype=np.float32)
-        if not query_signatures:
-            return scores
-        for index, chunk_signatures in enumerate(self.snapshot.error_signatures):
-            best = 0.0
-            for quoted in chunk_signatures:
-                for asked in query_signatures:
-                    shared = len(quoted & asked)
-                    if shared >= 3:
-                        best = max(best, shared / len(quoted))
-            scores[index] = best
-        return scores
+        asked = [s for s in (signature(line) for line in lines) if s]
+        return self.snapshot.signatures.best_share(asked)
 
     def _best_per_section(self, fused: np.ndarray, signals: dict[str, np.ndarray], k: int) -> list[Hit]:
         order = np.argsort(-fused, kind="stable")

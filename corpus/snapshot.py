@@ -13,15 +13,53 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from agent.settings import Settings
 from corpus.chunking import PATH_SEPARATOR
 from corpus.errorlines import error_lines, normalise
-from corpus.families import catalogue_version, covered
+from corpus.families import catalogue, catalogue_version, covered
 from corpus.lexical import BM25Index, tokenize
 from corpus.store import StoredChunk, snapshot_path
 
-FORMAT = "4"
+FORMAT = "5"
 log = logging.getLogger(__name__)
+
+
+class SignatureIndex:
+    """The error messages quoted in the documents, as token sets, with an inverted index so a log's
+    error lines are matched against all of them in a few numpy operations."""
+
+    def __init__(self, per_chunk: Sequence[Sequence[frozenset[str]]]) -> None:
+        owners: list[int] = []
+        lengths: list[int] = []
+        postings: dict[str, list[int]] = {}
+        for chunk_index, signatures in enumerate(per_chunk):
+            for tokens in signatures:
+                signature_id = len(owners)
+                owners.append(chunk_index)
+                lengths.append(len(tokens))
+                for token in tokens:
+                    postings.setdefault(token, []).append(signature_id)
+        self.chunks = len(per_chunk)
+        self.owner = np.array(owners, dtype=np.int32)
+        self.length = np.maximum(np.array(lengths, dtype=np.float32), 1)
+        self.postings = {t: np.array(ids, dtype=np.int32) for t, ids in postings.items()}
+
+    def best_share(self, asked: Sequence[frozenset[str]], min_shared: int = 3) -> np.ndarray:
+        """Per chunk: the largest share of one quoted message found in one asked line."""
+        best = np.zeros(self.chunks, dtype=np.float32)
+        if not len(self.owner):
+            return best
+        for tokens in asked:
+            shared = np.zeros(len(self.owner), dtype=np.float32)
+            for token in tokens:
+                ids = self.postings.get(token)
+                if ids is not None:
+                    shared[ids] += 1
+            share = np.where(shared >= min_shared, shared / self.length, 0).astype(np.float32)
+            np.maximum.at(best, self.owner, share)
+        return best
 
 
 @dataclass
@@ -30,8 +68,8 @@ class KnowledgeSnapshot:
     chunks: list[StoredChunk]
     bm25: BM25Index
     heading_bm25: BM25Index
-    error_signatures: list[list[frozenset[str]]]
-    families: list[frozenset[str]]
+    signatures: SignatureIndex
+    families: np.ndarray  # chunks x catalogue families: does the chunk cover the family?
     format: str = ""
 
     def position(self) -> dict[str, int]:
@@ -61,9 +99,14 @@ def build_snapshot(chunks: Sequence[StoredChunk], version: str) -> KnowledgeSnap
     signatures = [
         [s for s in (signature(line) for line in _code_error_lines(c.text)) if len(s) >= 3] for c in ordered
     ]
-    families = [covered(f"{c.section}\n{c.text}") for c in ordered]
+    names = [f.name for f in catalogue()]
+    families = np.zeros((len(ordered), len(names)), dtype=bool)
+    for row, chunk in enumerate(ordered):
+        for name in covered(f"{chunk.section}\n{chunk.text}"):
+            families[row, names.index(name)] = True
     return KnowledgeSnapshot(
-        version, list(ordered), BM25Index(documents), BM25Index(headings), signatures, families, snapshot_format()
+        version, list(ordered), BM25Index(documents), BM25Index(headings), SignatureIndex(signatures), families,
+        snapshot_format(),
     )
 
 

@@ -23,10 +23,14 @@ def to_mrkdwn(markdown: str) -> str:
 
 
 def _chunks(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Sections of at most ``limit`` characters (plus a closing fence), split at lines; a code block split
+    across sections is closed and reopened so each renders on its own. A line longer than a section is cut."""
     parts: list[str] = []
     current = ""
     in_code = False
-    for line in text.splitlines(keepends=True):
+    room = limit - 8  # a piece always fits after a reopened fence, with the closing fence
+    lines = (whole[i:i + room] for whole in text.splitlines(keepends=True) for i in range(0, max(len(whole), 1), room))
+    for line in lines:
         if len(current) + len(line) > limit and current:
             if in_code:
                 current += "```"
@@ -41,27 +45,31 @@ def _chunks(text: str, limit: int = SECTION_LIMIT) -> list[str]:
 
 
 def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks), redacted."""
+    """(fallback text, blocks), redacted. A long answer is shortened, never the sources or the buttons."""
     redact = Redactor().redact
-    blocks: list[dict[str, Any]] = []
+    head: list[dict[str, Any]] = []
     if answer.notice:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": redact(f"note: {answer.notice}")}]})
-    for part in _chunks(to_mrkdwn(redact(answer.answer))):
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": part}})
+        head.append({"type": "context", "elements": [{"type": "mrkdwn", "text": redact(f"note: {answer.notice}")[:SECTION_LIMIT]}]})
+    tail: list[dict[str, Any]] = []
     if answer.citations:
         lines = [f"[{c.n}] `{Path(c.source).name}` › {c.section}" for c in answer.citations]
-        blocks.append({"type": "divider"})
-        blocks.append(_section(redact("*Sources*\n" + "\n".join(lines))))
+        tail.append({"type": "divider"})
+        tail.append(_section(redact("*Sources*\n" + "\n".join(lines))))
     problems = [f for f in answer.findings if f.status in ("problem", "error", "timed_out")]
     if problems:
         lines = [f"• *{f.code}* ({f.probe}): {f.summary}" + (f"\n   fix: {f.fix}" if f.fix else "") for f in problems]
-        blocks.append(_section(redact("*Probe findings*\n" + "\n".join(lines))))
+        tail.append(_section(redact("*Probe findings*\n" + "\n".join(lines))))
     elements = [_button(":+1:", "traindoc_feedback_up", answer_id), _button(":-1:", "traindoc_feedback_down", answer_id)]
     if probes_button:
         elements.append(_button("Run the probes", "traindoc_run_probes", answer_id))
-    blocks.append({"type": "actions", "elements": elements})
+    tail.append({"type": "actions", "elements": elements})
+    body = [{"type": "section", "text": {"type": "mrkdwn", "text": part}} for part in _chunks(to_mrkdwn(redact(answer.answer)))]
+    room = MAX_BLOCKS - len(head) - len(tail)
+    if len(body) > room:
+        body = body[:room - 1] + [{"type": "context", "elements": [
+            {"type": "mrkdwn", "text": "_answer shortened for Slack: ask the same question with `ask` for all of it_"}]}]
     fallback = redact(answer.answer)[:300]
-    return fallback, blocks[:MAX_BLOCKS]
+    return fallback, head + body + tail
 
 
 def probe_blocks(results: list[Any]) -> list[dict[str, Any]]:

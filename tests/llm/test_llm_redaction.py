@@ -36,14 +36,15 @@ def planted(tag: str) -> list[tuple[str, str]]:
 
 
 def test_no_planted_secret_reaches_the_model_and_the_user_gets_them_back(ask_cli: Any, tmp_path: Path) -> None:
-    in_question, in_log, in_env = planted("question"), planted("log"), planted("env")
+    one_line = [(text, secret) for text, secret in planted("log") + planted("env") if "\n" not in text]
+    in_question, in_log, in_env = planted("question"), one_line[:9], one_line[9:]  # the PEM only in the question
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 2.3\n" + "".join(f"RuntimeError: NCCL watchdog timeout; {text}\n"
-                                                for text, _ in in_log if "\n" not in text), encoding="utf-8")
+                                                for text, _ in in_log), encoding="utf-8")
     question = "NCCL watchdog timeout. My setup:\n" + "\n".join(text for text, _ in in_question)
     # env_vars reports a socket interface that does not exist, with the variable's raw value
     env = {"NCCL_SOCKET_IFNAME": ",".join(["eth9", *(t for t, _ in in_env[:5])]),
-           "GLOO_SOCKET_IFNAME": ",".join(["eth9", *(t for t, _ in in_env[5:] if "\n" not in t)])}
+           "GLOO_SOCKET_IFNAME": ",".join(["eth9", *(t for t, _ in in_env[5:])])}
     script = [calls(("env_vars", {}), ("log_grep", {"path": str(log)}), ("search_docs", {"query": "NCCL timeout"})),
               echo("Your values were masked: {placeholders} [doc:{doc}]")]
     with FakeOpenAI(script) as server:
@@ -57,13 +58,14 @@ def test_no_planted_secret_reaches_the_model_and_the_user_gets_them_back(ask_cli
     assert leaked == []
     # the three channels really were exercised
     assert "NCCL_IFNAME_MISSING" in received and "GLOO_SOCKET_IFNAME" in received
-    assert [s["tool"] for s in data["steps"]] == ["env_vars", "log_grep", "search_docs"]
-    assert "REFUSED" not in data["steps"][1]["result"] and "NCCL watchdog timeout;" in received
+    steps = {s["tool"]: s["result"] for s in data["steps"]}  # the three ran concurrently, in any order
+    assert sorted(steps) == ["env_vars", "log_grep", "search_docs"]
+    assert "REFUSED" not in steps["log_grep"] and "NCCL watchdog timeout;" in received
     for kind in ("HF_TOKEN", "OPENAI_KEY", "ANTHROPIC_KEY", "SLACK_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN",
                  "AWS_ACCESS_KEY", "URL_PASSWORD", "PRIVATE_KEY", "SECRET"):
         assert f"[{kind}_1]" in received, kind
     # the model echoed the placeholders: the user sees their own values
-    assert all(secret in data["answer"] for _, secret in in_question + in_log)
+    assert [s for _, s in in_question + in_log if s not in data["answer"]] == [], data["answer"]
 
 
 def test_strict_redaction_masks_hosts_ips_and_home_paths(ask_cli: Any) -> None:

