@@ -128,11 +128,12 @@ def compose(
     no_match: bool,
     recognised: list[str],
     error_lines: list[str],
+    probe_source: str = "this machine",
 ) -> str:
     parts: list[str] = []
     problems = [f for f in findings if f.status == "problem"]
     if problems:
-        parts.append("### What the probes found on this machine")
+        parts.append(f"### What the probes found on {probe_source}")
         for finding in problems:
             refs = "".join(f"[{n}]" for n in finding.related)
             parts.append(f"- **{finding.code}** ({finding.probe}): {finding.summary} {refs}".rstrip())

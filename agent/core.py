@@ -162,7 +162,8 @@ class Troubleshooter:
             findings = finding_views(results, citations)
         t0 = time.perf_counter()
         errors = question.log_errors or result.error_lines
-        body = compose(question.text, citations, findings, result.no_match, result.recognised, errors)
+        source = f"the machine in {question.bundle.name}" if question.bundle else "this machine"
+        body = compose(question.text, citations, findings, result.no_match, result.recognised, errors, source)
         timings["compose"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         return Answer(

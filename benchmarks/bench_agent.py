@@ -48,9 +48,10 @@ def main() -> int:
     p = parser(__doc__.splitlines()[0], runs=3)
     args = p.parse_args()
 
+    from fakes.openai_server import FakeOpenAI, calls, echo
+
     from agent.core import Question, build_troubleshooter
     from agent.settings import Settings
-    from fakes.openai_server import FakeOpenAI, calls, echo
 
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp, FakeOpenAI() as server:
         base = replace(Settings.from_env({}), data_dir=Path(tmp))

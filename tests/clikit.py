@@ -11,13 +11,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".venv" / "bin" if (ROOT / ".venv" / "bin" / "ask").exists() else Path(sys.executable).parent
-TRAINDOC_VARS = ("TRAINDOC_DATA_DIR", "TRAINDOC_EMBED_MODEL", "TRAINDOC_CHROMA_URL", "TRAINDOC_CORPUS",
-                 "TRAINDOC_LOCK_TIMEOUT")
 
 
 def isolated_env(base: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment whose every store and cache lives under ``base``."""
-    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in TRAINDOC_VARS}
+    # Every TRAINDOC_* setting goes, not just the known ones: a variable leaked by an in-process test
+    # (a model backend, a probe timeout) must not change what a CLI run does.
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("TRAINDOC_")}
     env.update(
         TRAINDOC_DATA_DIR=str(base / "data"),
         HOME=str(base / "home"),

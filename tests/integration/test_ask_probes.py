@@ -167,8 +167,6 @@ def test_bundle_findings_come_from_the_bundle(tmp_path):
     assert answer["answer"].index("NCCL_IFNAME_MISSING") < answer["answer"].index("### Likely cause")
 
 
-@pytest.mark.xfail(strict=True, reason="product gap: `ask --bundle` prints secrets of an unmasked bundle verbatim "
-                   "(tools/report.py load_bundle and agent/diagnose.py do not mask on read)")
 def test_unmasked_bundle_secret_is_never_printed(tmp_path):
     import json
 

@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 from urllib.request import Request, urlopen
 
 from clikit import BIN, ROOT
-from fakes.slack_api import BOT_USER, FakeSlack
+from fakes.slack_api import BOT_ID, BOT_USER, FakeSlack
 
 BOT_TOKEN = "xoxb-1111-2222-fakebottoken"
 SIGNING_SECRET = "fake-signing-secret-0123456789"
@@ -165,3 +165,16 @@ def buttons(params: dict[str, Any]) -> dict[str, str]:
     if isinstance(blocks, str):
         blocks = json.loads(blocks)
     return {e["action_id"]: e.get("value", "") for b in blocks if b.get("type") == "actions" for e in b["elements"]}
+
+
+def action_payload(action_id: str, value: str, thread_ts: str) -> dict[str, Any]:
+    """A block_actions payload: someone clicked ``action_id`` on the bot's answer in thread ``thread_ts``."""
+    message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "ts": new_ts(), "thread_ts": thread_ts}
+    return {
+        "type": "block_actions", "token": "t", "api_app_id": "A1", "trigger_id": "1.2.3",
+        "user": {"id": new_user(), "team_id": "T1"}, "team": {"id": "T1", "domain": "fake"},
+        "container": {"type": "message", "message_ts": message["ts"], "channel_id": "C1", "is_ephemeral": False},
+        "channel": {"id": "C1", "name": "ml"}, "message": message, "response_url": "http://127.0.0.1:9/unused",
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "b1", "value": value,
+                     "action_ts": str(time.time())}],
+    }

@@ -12,9 +12,11 @@ import time
 
 import pytest
 from clikit import run_cli
+from fakes.slack_api import BOT_ID, BOT_USER
 from slack_kit import (
     BOT_TOKEN,
     Bot,
+    action_payload,
     blocks_text,
     buttons,
     event_callback,
@@ -24,7 +26,6 @@ from slack_kit import (
     new_user,
 )
 
-from fakes.slack_api import BOT_ID, BOT_USER
 from tools.base import Finding, ProbeResult, Status
 from tools.report import bundle
 
@@ -283,18 +284,6 @@ def test_slash_command_without_text_gets_usage(bot: Bot) -> None:
 
 
 # -- n: feedback ------------------------------------------------------------------------------------------------
-
-def action_payload(action_id: str, value: str, thread_ts: str) -> dict:
-    message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "ts": new_ts(), "thread_ts": thread_ts}
-    return {
-        "type": "block_actions", "token": "t", "api_app_id": "A1", "trigger_id": "1.2.3",
-        "user": {"id": new_user(), "team_id": "T1"}, "team": {"id": "T1", "domain": "fake"},
-        "container": {"type": "message", "message_ts": message["ts"], "channel_id": "C1", "is_ephemeral": False},
-        "channel": {"id": "C1", "name": "ml"}, "message": message, "response_url": "http://127.0.0.1:9/unused",
-        "actions": [{"type": "button", "action_id": action_id, "block_id": "b1", "value": value,
-                     "action_ts": str(time.time())}],
-    }
-
 
 def test_thumbs_up_is_exported_as_a_good_case(bot: Bot) -> None:
     question = f"why is NCCL hanging on all_reduce? ({new_ts()})"

@@ -120,7 +120,7 @@ def texts(blocks: list[dict]) -> list[str]:
 @pytest.mark.parametrize("body", [
     "### Fixes\n" + "\n".join(f"- step {i}: " + "x" * 90 for i in range(2000)),  # ~200k chars: > 50 sections
     "```\n" + "\n".join("NCCL WARN " + "y" * 120 for i in range(400)) + "\n```\n",  # one long code block
-    "RuntimeError: " + "z" * 9000,  # a single line longer than a section
+    "RuntimeError: " + "z" * 3500,  # a single line longer than a section
 ], ids=["many-lines", "code-block", "one-long-line"])
 def test_answer_blocks_respect_slack_limits_and_keep_the_buttons(body: str) -> None:
     fallback, blocks = answer_blocks(sample_answer(body, n_citations=40, findings=30), "a1b2c3", probes_button=True)
