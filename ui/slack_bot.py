@@ -26,6 +26,7 @@ from agent.answer import Answer
 from agent.core import Question, Troubleshooter
 from agent.errors import ConfigError, TraindocError
 from agent.feedback import FeedbackStore
+from agent.redaction import Redactor
 from ui.slack_blocks import answer_blocks, probe_blocks
 
 log = logging.getLogger("traindoc.slack")
@@ -135,8 +136,17 @@ class SlackBridge:
             raise ConfigError(slack_error_line(exc, "auth.test")) from exc
         except OSError as exc:
             raise ConfigError(f"slack: cannot reach the Slack API at {client.base_url}: {exc}") from exc
+        # bolt's own logger under "slack_bolt", which the CLI quiets unless --debug: otherwise it is named after
+        # this file and prints its chatter ("`token` will be unused": bolt reads SLACK_BOT_TOKEN itself)
         app = App(client=client, signing_secret=self.options.signing_secret or "socket-mode",
-                  token_verification_enabled=False, request_verification_enabled=self.options.app_token is None)
+                  token_verification_enabled=False, request_verification_enabled=self.options.app_token is None,
+                  logger=logging.getLogger("slack_bolt.App"))
+
+        @app.error
+        def on_error(error: Exception) -> None:
+            # one line for the operator, the traceback only with --debug (bolt's default logs a traceback)
+            log.error("slack: handling a request failed: %s: %s", type(error).__name__, Redactor().redact(str(error))[:300])
+            log.debug("slack: the failure", exc_info=error)
 
         @app.middleware
         def skip_retries(request: Any, next: Any) -> Any:  # noqa: A002 - bolt's name

@@ -303,3 +303,18 @@ def test_thumbs_up_is_exported_as_a_good_case(bot: Bot) -> None:
     case = next(c for c in cases if c["query"] == question)
     assert case["rating"] == "good" and case["channel"] == "slack"
     assert case["gold"] and case["gold"][0]["file"].endswith(".txt")
+
+
+# -- an unexpected failure ----------------------------------------------------------------------------------------
+
+def test_an_unexpected_failure_is_one_log_line_without_traceback(bot: Bot) -> None:
+    before = len(bot.stderr())
+    event = mention("why is NCCL hanging?", user=new_user(), files="train.log")  # malformed: not a list of files
+    assert bot.event(event_callback(event)).status == 200
+    deadline = time.monotonic() + 15
+    while "AttributeError" not in bot.stderr()[before:] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    new = bot.stderr()[before:]
+    assert "Traceback" not in new, new
+    lines = [line for line in new.splitlines() if "AttributeError" in line]
+    assert len(lines) == 1 and lines[0].startswith("slack: "), new
