@@ -229,8 +229,8 @@ def _unchanged_since_last_run(settings: Settings, model: str, files: Sequence[Pa
         manifest = json.loads(_manifest_path(settings).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if manifest.get("embed_model") != model or not (settings.chroma_dir / "chroma.sqlite3").exists():
-        return None
+    if manifest.get("embed_model") != model or not _looks_like_sqlite(settings.chroma_dir / "chroma.sqlite3"):
+        return None  # a missing or clobbered store is rebuilt, not trusted because the manifest says so
     recorded: dict[str, str] = manifest.get("files", {})
     current: dict[str, str] = {}
     for path in files:
@@ -244,6 +244,14 @@ def _unchanged_since_last_run(settings: Settings, model: str, files: Sequence[Pa
     if snapshot is None or snapshot.version != manifest.get("version"):
         return None
     return IndexReport(unchanged=sorted(current), chunks_total=int(manifest.get("chunks", len(snapshot.chunks))))
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[Path]:

@@ -148,15 +148,9 @@ class SlackBridge:
             log.error("slack: handling a request failed: %s: %s", type(error).__name__, Redactor().redact(str(error))[:300])
             log.debug("slack: the failure", exc_info=error)
 
-        @app.middleware
-        def skip_retries(request: Any, next: Any) -> Any:  # noqa: A002 - bolt's name
-            if request.headers.get("x-slack-retry-num"):
-                log.info("slack: ignored retry %s", request.headers.get("x-slack-retry-num"))
-                from slack_bolt.response import BoltResponse
-
-                return BoltResponse(status=200, body="")
-            return next()
-
+        # Slack retries (X-Slack-Retry-Num) carry the event_id of the first delivery: the handlers answer
+        # each event_id once, so a retry never answers twice, yet an event whose first delivery was lost
+        # (the bot was restarting) is still answered.
         app.event("app_mention")(self._on_mention)
         app.event("message")(self._on_message)
         app.command("/traindoc")(self._on_command)
@@ -207,6 +201,11 @@ class SlackBridge:
         except TraindocError as exc:
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
                        text=f":warning: {exc}")
+            return
+        except Exception as exc:  # never leave the user with only the :eyes: reaction
+            log.error("slack: answering failed: %s: %s", type(exc).__name__, exc)
+            self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
+                       text=":warning: traindoc could not answer this one; the error is in the bot's log.")
             return
         self.post_answer(client, answer, channel=channel, thread_ts=thread_ts)
 
@@ -271,13 +270,18 @@ class SlackBridge:
         return target
 
     def post_answer(self, client: Any, answer: Answer, *, channel: str, thread_ts: str | None) -> None:
+        answer_id = self._remember(answer)
+        text, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes)
+        self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+
+    def _remember(self, answer: Answer) -> str:
+        """Keep the last answers so feedback buttons can find them (bounded)."""
         answer_id = uuid.uuid4().hex[:12]
         with self._lock:
             self._answers[answer_id] = answer
             while len(self._answers) > 1000:
                 self._answers.popitem(last=False)
-        text, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes)
-        self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+        return answer_id
 
     def _on_command(self, ack: Any, command: dict[str, Any], respond: Any) -> None:
         ack()
@@ -285,13 +289,15 @@ class SlackBridge:
         if not text:
             respond(text="Usage: /traindoc QUESTION (for example: /traindoc why is NCCL hanging)", response_type="ephemeral")
             return
+        if self.options.channels and command.get("channel_id") not in self.options.channels:
+            respond(text="traindoc answers only in its configured channels (TRAINDOC_SLACK_CHANNELS).",
+                    response_type="ephemeral")
+            return
         if not self.rate.allow(command.get("user_id", "")):
             respond(text="You are asking faster than I can answer: try again in a minute.", response_type="ephemeral")
             return
         answer = self.troubleshooter.ask(Question(text=text, probes=self.options.host_probes))
-        answer_id = uuid.uuid4().hex[:12]
-        with self._lock:
-            self._answers[answer_id] = answer
+        answer_id = self._remember(answer)
         fallback, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes)
         respond(text=fallback, blocks=blocks, response_type="ephemeral" if self.options.ephemeral_commands else "in_channel")
 

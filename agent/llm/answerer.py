@@ -88,7 +88,7 @@ def answer_with_model(
     if not grounded.grounded:
         text = "> **Warning: this answer cites no retrieved section or probe result; treat it as unverified.**\n\n" + text
     steps = [{"tool": s.tool, "args": s.args, "result": redactor.restore(s.result), "cached": s.cached}
-             for s in toolbox.steps]
+             for s in sorted(toolbox.steps, key=lambda s: s.number)]
     return Answer(
         question=question.text, answer=text, citations=grounded.citations, findings=findings,
         no_match=not grounded.citations and not toolbox.chunks, backend=describe(settings),

@@ -56,13 +56,10 @@ def ground(text: str, chunks: dict[str, Any], probes: dict[str, Any]) -> Grounde
         log.warning("dropped a citation the agent never retrieved: %s", match.group(0))
         return ""
 
-    grounded_text = MARKER.sub(replace, text)
-    # Bare [n] markers the model made up on its own cannot be checked: drop them too.
-    valid = set(numbers.values())
-    grounded_text = re.sub(
-        r"\[(\d+)\](?!\()", lambda m: m.group(0) if int(m.group(1)) in valid else _drop(m.group(0), dropped),
-        grounded_text,
-    )
+    # Bare [n] markers the model wrote on its own point at nothing it was shown: drop them first, so
+    # only the numbers grounding assigns below remain.
+    own_markers = re.sub(r"\[(\d+)\](?!\()", lambda m: _drop(m.group(0), dropped), text)
+    grounded_text = MARKER.sub(replace, own_markers)
     return Grounded(grounded_text, citations, probe_numbers, dropped)
 
 

@@ -27,6 +27,7 @@ class Step:
     args: dict[str, Any]
     result: str
     cached: bool = False
+    number: int = 0  # the StepStarted number: steps are listed in the order they started
 
 
 @dataclass
@@ -42,12 +43,14 @@ class Toolbox:
     probes: dict[str, Any] = field(default_factory=dict)  # probe name -> ProbeResult actually shown
     _cache: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _started: int = 0
 
     # -- safeguards -------------------------------------------------------------
     def _call(self, tool: str, args: dict[str, Any], work: Any) -> str:
         key = f"{tool}:{json.dumps(args, sort_keys=True, default=str)}"
         with self._lock:
-            step_number = len(self.steps) + 1
+            self._started += 1
+            step_number = self._started
             cached = self._cache.get(key)
         self.on_event(StepStarted(step_number, tool, args))
         if cached is not None:
@@ -57,14 +60,14 @@ class Toolbox:
                 output = str(work())
             except Exception as exc:  # a tool error is data for the model, never a crash of the loop
                 output = f"ERROR calling {tool}({args}): {type(exc).__name__}: {exc}"
+            output = self.redactor.redact(output)  # before any cut: a cut token would slip past
             if len(output) > MAX_TOOL_OUTPUT:
                 output = output[:MAX_TOOL_OUTPUT] + (
                     f"\n[output capped at {MAX_TOOL_OUTPUT} characters: make a narrower call]"
                 )
-            output = self.redactor.redact(output)
         with self._lock:
             self._cache.setdefault(key, output)
-            self.steps.append(Step(tool, args, output[:300], cached is not None))
+            self.steps.append(Step(tool, args, output[:300], cached is not None, step_number))
         self.on_event(StepFinished(step_number, tool, self.redactor.restore(output[:300]), cached is not None))
         return output
 
@@ -100,7 +103,7 @@ class Toolbox:
             self.probes[name] = result
             lines = [f"[probe:{name}] status={result.status}: {result.summary}"]
             for finding in result.findings:
-                lines.append(f"- {finding.code} ({finding.severity}): {finding.summary}; evidence: {finding.evidence[:300]}")
+                lines.append(f"- {finding.code} ({finding.severity}): {finding.summary}; evidence: {_cut(finding.evidence, 300)}")
                 if finding.fix:
                     lines.append(f"  fix: {finding.fix}")
             return "\n".join(lines)
@@ -128,6 +131,14 @@ class Toolbox:
             spec = PROBES[name]
             tools.append(_probe_tool(self, name, spec.description))
         return tools
+
+
+def _cut(text: str, limit: int) -> str:
+    """Shorten at a whitespace boundary, so no token is cut in half (and so escapes redaction)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    return (head.rsplit(None, 1)[0] if " " in head else "") + " …"
 
 
 def _probe_tool(toolbox: Toolbox, name: str, description: str) -> Any:

@@ -86,6 +86,7 @@ def test_ground_unit() -> None:
 
     result = ground("a [doc:x] b [doc:y] c [doc:x] d [doc:z] e [probe:env_vars] f [3] g [9]",
                     {"x": Hit("x"), "y": Hit("y")}, {"env_vars": object()})
-    assert result.text == "a [1] b [2] c [1] d  e [3] f [3] g "
-    assert result.dropped == ["[doc:z]", "[9]"]
+    # A bare [3] the model wrote itself is dropped even though 3 becomes a valid number: it was never checked.
+    assert result.text == "a [1] b [2] c [1] d  e [3] f  g "
+    assert result.dropped == ["[3]", "[9]", "[doc:z]"]
     assert result.probe_numbers == {"env_vars": 3} and result.grounded

@@ -6,24 +6,13 @@ a private copy of the session's index, so its downloads and feedback database st
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clikit import isolated_env
 from fakes.slack_api import FakeSlack
-from slack_kit import BOT_TOKEN, SIGNING_SECRET, Bot, start_bot, stop
-
-
-def bot_env(base: Path, data: Path, fake: FakeSlack, extra: dict[str, str] | None = None) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINDOC_", "SLACK_"))}
-    env = isolated_env(base, clean)
-    env.update(TRAINDOC_DATA_DIR=str(data), SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
-               SLACK_API_URL=fake.api_url, TRAINDOC_FEEDBACK_DB=str(base / "feedback.sqlite3"))
-    env.update(extra or {})
-    return env
+from slack_kit import Bot, bot_env, start_bot, stop
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from urllib.error import HTTPError
 from urllib.parse import urlencode
 from urllib.request import Request, urlopen
 
-from clikit import BIN, ROOT
+from clikit import BIN, ROOT, isolated_env
 from fakes.slack_api import BOT_ID, BOT_USER, FakeSlack
 
 BOT_TOKEN = "xoxb-1111-2222-fakebottoken"
@@ -178,3 +178,12 @@ def action_payload(action_id: str, value: str, thread_ts: str) -> dict[str, Any]
         "actions": [{"type": "button", "action_id": action_id, "block_id": "b1", "value": value,
                      "action_ts": str(time.time())}],
     }
+
+
+def bot_env(base: Path, data: Path, fake: FakeSlack, extra: dict[str, str] | None = None) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINDOC_", "SLACK_"))}
+    env = isolated_env(base, clean)
+    env.update(TRAINDOC_DATA_DIR=str(data), SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
+               SLACK_API_URL=fake.api_url, TRAINDOC_FEEDBACK_DB=str(base / "feedback.sqlite3"))
+    env.update(extra or {})
+    return env

@@ -56,6 +56,11 @@ def posted_in(bot: Bot, ts: str) -> list:
 
 # -- a, b, c: the HTTP endpoint -------------------------------------------------------------------------------
 
+def test_startup_says_where_it_listens_and_nothing_else(bot: Bot) -> None:
+    first = bot.stderr().splitlines()[0]
+    assert first == f"traindoc slack: HTTP Events API on {bot.url}", bot.stderr()
+
+
 def test_url_verification_challenge_is_echoed(bot: Bot) -> None:
     reply = bot.event({"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
                        "type": "url_verification"})

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 from clikit import BIN, ROOT
-from conftest import bot_env
 from fakes.slack_api import FakeSlack
-from slack_kit import free_port
+from slack_kit import bot_env, free_port
 
 pytestmark = pytest.mark.slow
 
