@@ -31,7 +31,7 @@ TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
 ASSIGNMENT = re.compile(
     r"(?P<prefix>(?:\b[A-Za-z0-9_]*(?:TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|ACCESS_KEY)[A-Za-z0-9_]*"
     r"|--?[a-z0-9_\-]*(?:token|api[-_]?key|secret|password|passwd)[a-z0-9_\-]*)"
-    r"[\"']?\s*(?:=|:|\s)\s*[\"']?)(?P<value>[^\s\"',;`)\]}]{6,})",
+    r"[\"']?\s*(?:=|:|\s)\s*[\"']?)(?P<value>(?!\[[A-Z_]+_\d+\])[^\s\"',;`)\]}]{6,})",
     re.IGNORECASE,
 )
 URL_PASSWORD = re.compile(r"(?P<prefix>\b[a-z][a-z0-9+.\-]{0,31}://[^/\s:@]{1,256}:)(?P<value>[^/\s@]{1,256})(?=@)", re.IGNORECASE)
