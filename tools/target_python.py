@@ -126,3 +126,20 @@ def target_report(python: str, ctx: ProbeContext, run: RunCommand, timeout_s: fl
         raise ScriptError(CommandResult(args, 0, json.dumps(report)[-500:], ""),
                           f"no {section!r} section in the report: {json.dumps(report)[-500:]!r}")
     return part
+
+
+def report_for_probe(probe: str, section: str, ctx: ProbeContext, run: RunCommand, clock: Any) -> dict[str, Any] | Any:
+    """The ``section`` of the target interpreter's report, or the finished ProbeResult that says why there
+    is none (no interpreter: unavailable; the script failed or hung: error / timed_out with the exact call)."""
+    from tools.base import Status, failed
+
+    python = find_python(ctx)
+    if python is None:
+        return failed(probe, clock, Status.UNAVAILABLE, interpreter_available(ctx)[1])
+    try:
+        report = target_report(python, ctx, run, clock.left(), section)
+    except ScriptError as exc:
+        status = Status.TIMED_OUT if exc.result.timed_out else Status.ERROR
+        return failed(probe, clock, status, f"`{exc.result.call}` failed: {exc.message}",
+                      call=exc.result.call, message=exc.message)
+    return {"python": python, "report": report}

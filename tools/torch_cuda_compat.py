@@ -16,13 +16,11 @@ from tools.base import (
     ProbeContext,
     ProbeResult,
     RunCommand,
-    Status,
     data_path,
-    failed,
     finish,
     run_command,
 )
-from tools.target_python import ScriptError, find_python, interpreter_available, target_report
+from tools.target_python import interpreter_available, report_for_probe
 
 NAME = "torch_cuda_compat"
 GpuFactsFn = Callable[[ProbeContext], "gpu_inventory.GpuFacts | None"]
@@ -70,15 +68,10 @@ def probe(
 ) -> ProbeResult:
     """Check the user's torch build against their GPUs: arch list vs compute capability (sm_XY), CPU-only builds, driver too old for torch's CUDA."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
-    python = find_python(ctx)
-    if python is None:
-        return failed(NAME, clock, Status.UNAVAILABLE, interpreter_available(ctx)[1])
-    try:
-        report = target_report(python, ctx, run, clock.left(), "torch")
-    except ScriptError as exc:
-        status = Status.TIMED_OUT if exc.result.timed_out else Status.ERROR
-        return failed(NAME, clock, status, f"`{exc.result.call}` failed: {exc.message}",
-                      call=exc.result.call, message=exc.message)
+    found = report_for_probe(NAME, "torch", ctx, run, clock)
+    if isinstance(found, ProbeResult):
+        return found
+    python, report = found["python"], found["report"]
     facts = gpu_facts(ctx)
     evidence = {"python": python, "report": report,
                 "gpus": [{"name": g.name, "capability": g.capability} for g in facts.gpus] if facts else None,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tools.base import Clock, Finding, ProbeContext, ProbeResult, RunCommand, Status, failed, finish, run_command
-from tools.target_python import ScriptError, find_python, interpreter_available, target_report
+from tools.base import Clock, Finding, ProbeContext, ProbeResult, RunCommand, finish, run_command
+from tools.target_python import interpreter_available, report_for_probe
 
 NAME = "versions"
 
@@ -15,15 +15,10 @@ def available(ctx: ProbeContext) -> tuple[bool, str]:
 def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
     """Report python, torch, deepspeed, transformers, accelerate, vllm, flash-attn and NCCL versions in the user's interpreter and flag packages that pin a different torch."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
-    python = find_python(ctx)
-    if python is None:
-        return failed(NAME, clock, Status.UNAVAILABLE, interpreter_available(ctx)[1])
-    try:
-        report = target_report(python, ctx, run, clock.left(), "versions")
-    except ScriptError as exc:
-        status = Status.TIMED_OUT if exc.result.timed_out else Status.ERROR
-        return failed(NAME, clock, status, f"`{exc.result.call}` failed: {exc.message}",
-                      call=exc.result.call, message=exc.message)
+    found = report_for_probe(NAME, "versions", ctx, run, clock)
+    if isinstance(found, ProbeResult):
+        return found
+    python, report = found["python"], found["report"]
     packages = report.get("packages", {})
     findings = [
         Finding("TORCH_VERSION_CONFLICT", "problem",
