@@ -170,9 +170,13 @@ class WebChat:
                 return
             yield chat, "", "", answers, ""
 
-    def rate(self, answers: list[Any], index: int, liked: bool) -> str:
-        for entry in answers or []:
-            if entry["index"] == index:
+    def rate(self, answers: list[Any], liked: bool, value: Any) -> str:
+        """Store a thumbs up/down for the answer the liked message shows (Gradio groups a turn's steps and
+        answer into one message, so the answer is found by its text, not by position)."""
+        shown = value if isinstance(value, list) else [value]
+        texts = {str(v.get("value", v) if isinstance(v, dict) else v) for v in shown}
+        for entry in reversed(answers or []):
+            if entry["answer"]["answer"] in texts:
                 self.feedback.record(_answer_from_json(entry["answer"]), 1 if liked else -1, "web")
                 return "Thanks: feedback saved."
         return "That message is not an answer."
@@ -230,8 +234,7 @@ def build_app(chat: WebChat) -> Any:
         rerun.click(chat.probe_report, [], [report], api_name="probes")
 
         def on_like(state: list[Any], data: gr.LikeData) -> str:
-            index = data.index[0] if isinstance(data.index, list | tuple) else data.index
-            return chat.rate(state, int(index), bool(data.liked))
+            return chat.rate(state, bool(data.liked), data.value)
 
         on_like.__annotations__["data"] = gr.LikeData  # postponed annotations: gradio needs the class itself
         chatbot.like(on_like, [answers], [status], api_visibility="private")
