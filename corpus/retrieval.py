@@ -47,6 +47,7 @@ class Weights:
     dense_floor: float = 0.15
     family: float = 0.15
     probe: float = 0.2
+    boilerplate: float = 0.5  # multiplier for navigation sections
     # no_match: the best candidate needs this fused score, or a strong single signal.
     min_score: float = 0.42
     min_dense: float = 0.42
@@ -127,6 +128,8 @@ class Retriever:
             signals["dense"] = self._dense_scores(query, errors, size)
 
         fused = self._fuse(signals, mode, size)
+        if mode == "hybrid":
+            fused = fused * np.where(self.snapshot.boilerplate, self.weights.boilerplate, 1.0).astype(np.float32)
         recognition = recognise(query, errors)
         coverage = recognition.coverage_matrix(self.snapshot.families)
         answerable = coverage > 0

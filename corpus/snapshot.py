@@ -6,9 +6,11 @@ the store.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from corpus.families import catalogue, catalogue_version, covered
 from corpus.lexical import BM25Index, tokenize
 from corpus.store import StoredChunk, snapshot_path
 
-FORMAT = "5"
+FORMAT = "6"
 log = logging.getLogger(__name__)
 
 
@@ -70,6 +72,7 @@ class KnowledgeSnapshot:
     heading_bm25: BM25Index
     signatures: SignatureIndex
     families: np.ndarray  # chunks x catalogue families: does the chunk cover the family?
+    boilerplate: np.ndarray  # navigation sections (related files, contacts, see also): not answers
     format: str = ""
 
     def position(self) -> dict[str, int]:
@@ -104,14 +107,25 @@ def build_snapshot(chunks: Sequence[StoredChunk], version: str) -> KnowledgeSnap
     for row, chunk in enumerate(ordered):
         for name in covered(f"{chunk.section}\n{chunk.text}"):
             families[row, names.index(name)] = True
+    navigation = re.compile(_glossary_data()["boilerplate_headings"], re.IGNORECASE)
+    boilerplate = np.array([bool(navigation.match(c.section.split(PATH_SEPARATOR)[-1].strip())) for c in ordered])
     return KnowledgeSnapshot(
         version, list(ordered), BM25Index(documents), BM25Index(headings), SignatureIndex(signatures), families,
-        snapshot_format(),
+        boilerplate, snapshot_format(),
     )
 
 
+def _glossary_data() -> dict:  # type: ignore[type-arg]
+    from importlib import resources
+
+    return json.loads(resources.files("corpus").joinpath("data/glossary.json").read_text(encoding="utf-8"))
+
+
 def snapshot_format() -> str:
-    return f"{FORMAT}-{catalogue_version()}"
+    import hashlib
+
+    glossary = hashlib.sha256(json.dumps(_glossary_data(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{FORMAT}-{catalogue_version()}-{glossary}"
 
 
 def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: str) -> KnowledgeSnapshot:
