@@ -90,7 +90,10 @@ def read_upload(path: str | None, max_mb: int) -> tuple[str, list[str], tuple[Pa
     size = file.stat().st_size
     if size > max_mb * 1024 * 1024:
         raise InputError(f"the log is {size / 1e6:.0f} MB; the limit is {max_mb} MB", hint="upload the last part of it")
-    head, errors = read_log(file)
+    try:
+        head, errors = read_log(file)
+    except InputError as exc:  # the user knows the file by its name, not by Gradio's cache path
+        raise InputError(exc.message.replace(str(file), f"'{file.name}'"), hint=exc.hint) from exc
     return head, errors, (file,)
 
 
@@ -110,7 +113,7 @@ class WebChat:
         if not text and not log_file:
             yield chat, "", "", answers, "Type a question or upload a log."
             return
-        history = [{"role": m["role"], "content": str(m["content"])} for m in chat
+        history = [{"role": m["role"], "content": content_text(m.get("content"))} for m in chat
                    if m.get("role") in ("user", "assistant") and not (m.get("metadata") or {}).get("title")]
         try:
             head, errors, paths = read_upload(log_file, self.options.max_upload_mb)
@@ -192,6 +195,17 @@ class WebChat:
         if not (question or "").strip():
             return {"error": "empty question"}
         return self.troubleshooter.ask(Question(text=question.strip())).to_json()
+
+
+def content_text(content: Any) -> str:
+    """A chat message's text: Gradio 6 hands the chat back with each content as a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        return "\n".join(t for t in (content_text(part) for part in content) if t)
+    if isinstance(content, dict):
+        return content_text(content.get("text", content.get("value")))
+    return "" if content is None else str(content)
 
 
 def _answer_from_json(data: dict[str, Any]) -> Answer:

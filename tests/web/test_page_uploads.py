@@ -1,0 +1,88 @@
+"""Log uploads through the page of a server started with --max-upload-mb 1: a log with an NCCL watchdog
+timeout is answered from the NCCL timeout section; a binary file and a 2 MB file get a clear message in the
+page, and the server goes on answering."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from web_server_kit import ask, source_summaries
+
+pytestmark = pytest.mark.slow
+
+WATCHDOG = ("[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n")
+
+
+def _upload(page, path: Path) -> None:
+    page.set_input_files("#log input[type=file]", str(path))
+
+
+def test_nccl_watchdog_log_cites_the_timeout_section(web_page, tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("step 10 loss 2.31\nstep 11 loss 2.30\n" + WATCHDOG + "terminate called after throwing\n")
+    page = web_page.page
+    _upload(page, log)
+    page.locator("#log", has_text="train").wait_for()
+    ask(page, "")
+    summaries = source_summaries(page)
+    assert "NCCL 超时" in summaries[0] or "网络超时" in summaries[0], summaries
+    assert "Watchdog caught collective operation timeout" in page.inner_text("#chat")
+
+
+def test_binary_upload_gets_a_clear_message(web_page, web_server, tmp_path: Path) -> None:
+    blob = tmp_path / "model.bin"
+    blob.write_bytes(bytes(range(256)) * 64)
+    page = web_page.page
+    _upload(page, blob)
+    page.locator("#log", has_text="model").wait_for()
+    ask(page, "why did training stop?", expect_error=True)
+    chat = page.inner_text("#chat")
+    assert "binary file, not a text log" in chat and "'model.bin'" in chat, chat[-500:]
+    assert "Traceback" not in chat and "internal error" not in chat
+    assert "binary" in page.inner_text("#status")
+    _still_serving(page)
+
+
+def test_upload_over_the_limit_is_refused(web_page, web_server, tmp_path: Path) -> None:
+    big = tmp_path / "huge.log"
+    with big.open("wb") as handle:
+        handle.write(b"step 1 loss 2.0\n" * (2 * 1024 * 1024 // 16 + 1))
+    assert big.stat().st_size > 2 * 1024 * 1024 - 1
+    page = web_page.page
+    assert "max 1 MB" in page.inner_text("#log")
+    _upload(page, big)
+    error = page.locator(".toast-body").first
+    error.wait_for()
+    message = error.inner_text()
+    assert "exceed" in message and "1" in message and "huge.log" in message, message
+    uploads = Path(web_server.env["TRAINDOC_DATA_DIR"]) / "cache"
+    assert not list(uploads.rglob("huge.log")), "the refused file was stored anyway"
+    _still_serving(page)
+
+
+def _still_serving(page) -> None:
+    page.reload()
+    page.wait_for_selector("#question textarea")
+    ask(page, "CUDA out of memory with ZeRO-3, what can I do?")
+    assert "显存" in source_summaries(page)[0] or "OOM" in source_summaries(page)[0]
+
+
+def test_over_limit_file_is_refused_by_the_handler_too(tmp_path: Path) -> None:
+    """Gradio enforces max_file_size on upload; the handler checks again for files that reach it anyway."""
+    from agent.errors import InputError
+    from ui.web import read_upload
+
+    big = tmp_path / "big.log"
+    with big.open("wb") as handle:
+        handle.truncate(2 * 1024 * 1024)
+    with pytest.raises(InputError, match="the limit is 1 MB"):
+        read_upload(str(big), 1)
+    small = tmp_path / "ok.log"
+    small.write_text(WATCHDOG)
+    head, errors, paths = read_upload(str(small), 1)
+    assert errors and paths == (small,) and "Watchdog" in head
+    assert read_upload(None, 1) == ("", [], ())
+    assert os.path.exists(big)

@@ -1,0 +1,171 @@
+"""Start `traindoc web` as a user does (a subprocess in its own process group) and drive its page.
+
+Server helpers: a free loopback port, an environment whose stores all live under one folder, a start that
+waits until the page answers (or fails with the server's stderr), a stop that always ends the whole group.
+Page helpers: ask a question and wait for the turn to finish, read the last answer and its tool steps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clikit import BIN, ROOT, isolated_env
+
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run"]
+CHROMIUM = "/usr/bin/chromium"
+START_TIMEOUT_S = 150
+ANSWER_TIMEOUT_MS = 90_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(base: Path, index: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Isolated environment over a private copy of the shared index (uploads land in its cache folder)."""
+    env = isolated_env(base)
+    data = base / "data"
+    if not data.exists():
+        shutil.copytree(index, data)
+    env.update(TRAINDOC_DATA_DIR=str(data), TRAINDOC_FEEDBACK_DB=str(base / "feedback.sqlite3"),
+               GRADIO_ANALYTICS_ENABLED="False", TRAINDOC_PROBE_TIMEOUT="5")
+    for key in ("TRAINDOC_WEB_AUTH", "TRAINDOC_WEB_MAX_UPLOAD_MB", "TRAINDOC_BACKEND", "TRAINDOC_LLM_MODEL"):
+        env.pop(key, None)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class WebServer:
+    process: subprocess.Popen[bytes]
+    port: int
+    env: dict[str, str]
+    stderr_path: Path
+    host: str = "127.0.0.1"
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def netloc(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def feedback_db(self) -> str:
+        return self.env["TRAINDOC_FEEDBACK_DB"]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"traindoc web exited with {self.process.returncode}:\n{self.stderr()}")
+            try:
+                urllib.request.urlopen(self.url, timeout=2).close()
+                return
+            except urllib.error.HTTPError:  # any HTTP answer (a login wall included) means it is serving
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"traindoc web did not answer in {timeout:.0f} s:\n{self.stderr()}") from None
+                time.sleep(0.3)
+
+    def stop(self) -> None:
+        """End the whole process group: SIGTERM, then SIGKILL if it lingers."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        try:  # stragglers the group leader left behind
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def start_web(base: Path, index: Path, *args: str, env: Mapping[str, str] | None = None, host: str = "127.0.0.1",
+              wait: bool = True) -> WebServer:
+    base.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    full_env = server_env(base, index, env)
+    stderr_path = base / f"web-{port}.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen([str(BIN / "traindoc"), "web", "--host", host, "--port", str(port), *args],
+                                   env=full_env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                                   start_new_session=True)
+    server = WebServer(process, port, full_env, stderr_path, host)
+    if wait:
+        try:
+            server.wait_ready()
+        except BaseException:
+            server.stop()
+            raise
+    return server
+
+
+# -- page helpers --------------------------------------------------------------------------------------
+
+def ask(page: Any, question: str, *, expect_error: bool = False) -> None:
+    """Type a question (may be empty when a log is uploaded), press Ask, wait until the turn is complete:
+    the sources panel is filled (an answer) or a new warning message or error toast shows (an error)."""
+    users = page.locator("#chat .user-row").count()
+    warnings = page.locator("#chat .bot-row", has_text="⚠️").count()
+    page.fill("#question textarea", question)
+    page.click("#ask")
+    page.wait_for_function(
+        """([users, warnings]) => {
+             const n = document.querySelectorAll('#chat .user-row').length;
+             const warned = [...document.querySelectorAll('#chat .bot-row')].filter(r => r.innerText.includes('⚠️')).length;
+             return (n > users && (document.querySelector('#sources details') || warned > warnings))
+                    || document.querySelector('.toast-body');
+           }""",
+        arg=[users, warnings], timeout=ANSWER_TIMEOUT_MS)
+    page.wait_for_function("() => !document.querySelector('#chat .pending, #chat .generating')", timeout=ANSWER_TIMEOUT_MS)
+    answered = page.locator("#sources details").count() > 0
+    if answered == expect_error:
+        toasts = page.locator(".toast-body").all_inner_texts()
+        raise AssertionError(f"expected {'an error' if expect_error else 'an answer'} to {question!r}; "
+                             f"status {page.inner_text('#status')!r}, toasts {toasts}, chat ends {page.inner_text('#chat')[-400:]!r}")
+
+
+def last_answer(page: Any) -> str:
+    """The text of the last assistant message that is not a tool step."""
+    row = page.locator("#chat .bot-row").last
+    return str(row.locator(".message:not(:has(.thought-group))").last.inner_text())
+
+
+def last_steps(page: Any) -> list[str]:
+    """The titles of the tool steps of the last turn."""
+    row = page.locator("#chat .bot-row").last
+    return [t.strip() for t in row.locator(".thought-group .title").all_inner_texts()]
+
+
+def source_summaries(page: Any) -> list[str]:
+    return [s.strip() for s in page.locator("#sources details > summary").all_inner_texts()]
