@@ -9,7 +9,6 @@ masks hostnames, IP addresses and home-directory paths.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -99,6 +98,3 @@ class Redactor:
     def secrets(self) -> list[str]:
         return list(self._forward)
 
-
-def redact_all(redactor: Redactor) -> Callable[[str], str]:
-    return redactor.redact

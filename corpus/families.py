@@ -65,14 +65,6 @@ class Recognition:
     def names(self) -> list[str]:
         return [f.name for f in self.platforms + self.errors]
 
-    def coverage(self, section_families: frozenset[str]) -> float:
-        """Share of the recognised error families a section covers (0 when it cannot answer)."""
-        if not self.answered_by(section_families):
-            return 0.0
-        if not self.errors:
-            return 1.0
-        return sum(e.name in section_families for e in self.errors) / len(self.errors)
-
     def coverage_matrix(self, covers: np.ndarray) -> np.ndarray:
         """``coverage`` for every chunk at once; ``covers`` is chunks x catalogue (see snapshot)."""
         index = {f.name: i for i, f in enumerate(catalogue())}
@@ -84,14 +76,6 @@ class Recognition:
             return ok.astype(np.float32)
         share = covers[:, [index[e.name] for e in self.errors]].sum(axis=1) / len(self.errors)
         return np.where(ok & (share > 0), share, 0).astype(np.float32)
-
-    def answered_by(self, section_families: frozenset[str]) -> bool:
-        """Whether a section whose covered families are given can answer this question."""
-        if any(p.name not in section_families for p in self.platforms):
-            return False
-        if self.errors and not any(e.name in section_families for e in self.errors):
-            return False
-        return True
 
 
 def recognise(question: str, error_lines: list[str]) -> Recognition:

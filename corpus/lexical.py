@@ -100,5 +100,3 @@ class BM25Index:
             scores[posting.doc_ids] += weight * tf * (self.k1 + 1) / (tf + self._norm[posting.doc_ids])
         return scores
 
-    def contains(self, term: str) -> bool:
-        return term in self._postings

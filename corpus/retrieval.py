@@ -105,7 +105,6 @@ class Retriever:
         k: int = 5,
         *,
         mode: Mode = "hybrid",
-        boosts: Mapping[str, float] | None = None,
         boost_text: str = "",
     ) -> RetrievalResult:
         query = query[:MAX_QUERY_CHARS] if len(query) <= MAX_QUERY_CHARS else _head_and_errors(query)
@@ -138,11 +137,6 @@ class Retriever:
         if boost_text and mode == "hybrid":
             # Words of what a probe found on the machine: the sections about it move up.
             fused = fused + self.weights.probe * _scaled(self.snapshot.bm25.scores(tokenize(boost_text)))
-        if boosts:
-            for chunk_id, bonus in boosts.items():
-                index = self._position.get(chunk_id)
-                if index is not None:
-                    fused[index] += bonus
         hits = self._best_per_section(fused, signals, k * 2 if recognition.names else k)
         if mode == "hybrid" and recognition.names:
             # A section about the recognised failure outranks one that only shares words with it.
