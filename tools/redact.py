@@ -6,21 +6,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agent.redaction import PRIVATE_KEY, TOKENS
+
 MASK = "***"
 
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 # Non-secret names that merely contain a secret-looking word.
 _NOT_SECRET = re.compile(r"^(KEYBOARD|XKB_|SSH_AUTH_SOCK$|.*_KEYMAP$)", re.IGNORECASE)
 
-_TOKEN_PATTERNS = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{20,}"
-    r"|sk-[A-Za-z0-9_\-]{16,}"
-    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
-    r"|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|AKIA[0-9A-Z]{16}"
-    r"|glpat-[A-Za-z0-9_\-]{20,})"
-)
+# One list of token shapes for the whole project (HF, OpenAI, Anthropic, Slack, GitHub, GitLab, AWS, W&B, keys).
+_TOKEN_PATTERNS = re.compile("|".join(f"(?:{p.pattern})" for _, p in TOKENS) + f"|(?:{PRIVATE_KEY.pattern})")
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@", re.IGNORECASE)
 # ``--api-key VALUE``, ``--hf_token=VALUE`` and ``HF_TOKEN=VALUE`` on command lines.
 _ASSIGNMENT = re.compile(
