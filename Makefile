@@ -29,7 +29,7 @@ test: $(STAMP) browser
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check agent corpus tools ui tests benchmarks
+	$(VENV)/bin/ruff check common agent corpus tools jobs ui tests benchmarks
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)

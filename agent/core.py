@@ -15,9 +15,9 @@ from typing import Any
 
 from agent.answer import Answer, Citation
 from agent.compose import compose
-from agent.errors import IndexMissingError, IndexStoreError
+from common.errors import IndexMissingError, IndexStoreError
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
-from agent.settings import Settings, contain_caches
+from common.settings import Settings, contain_caches
 
 log = logging.getLogger(__name__)
 FOLLOW_UP_CHARS = 100

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.answer import Citation, FindingView
-from agent.errors import InputError
+from common.errors import InputError
 
 PORT_MENTION = re.compile(r"(?:MASTER_PORT|port|端口)\s*[=:：]?\s*(\d{4,5})\b|:(\d{4,5})\b", re.IGNORECASE)
 DEFAULT_PORT = 29500

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core import Question, Troubleshooter
-from agent.errors import InputError
+from common.errors import InputError
 
 MODES = ("hybrid", "bm25", "dense")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.answer import Answer
-from agent.errors import ConfigError
+from common.errors import ConfigError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS feedback (

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from agent.errors import InputError
+from common.errors import InputError
 from corpus.errorlines import ErrorLineCollector
 
 SNIFF_BYTES = 8192

@@ -51,7 +51,7 @@ def main() -> int:
     from fakes.openai_server import FakeOpenAI, calls, echo
 
     from agent.core import Question, build_troubleshooter
-    from agent.settings import Settings
+    from common.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp, FakeOpenAI() as server:
         base = replace(Settings.from_env({}), data_dir=Path(tmp))

@@ -193,7 +193,7 @@ def _source_key() -> str:
 
 
 def _settings(data_dir: Path, extra: Path | None):  # type: ignore[no-untyped-def]
-    from agent.settings import Settings
+    from common.settings import Settings
 
     env = {"TRAINDOC_DATA_DIR": str(data_dir)}
     if extra is not None:

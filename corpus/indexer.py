@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.errors import IndexBusyError, IndexStoreError, InputError
-from agent.settings import REPO_ROOT, Settings
+from common.errors import IndexBusyError, IndexStoreError, InputError
+from common.settings import REPO_ROOT, Settings
 from corpus.chunking import Chunk, chunk_document
 from corpus.embedding import Embedder
 from corpus.store import StoredChunk, VectorStore, remove_local_index

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.settings import Settings
+from common.settings import Settings
 from corpus.chunking import PATH_SEPARATOR
 from corpus.errorlines import error_lines, normalise
 from corpus.families import catalogue, catalogue_version, covered

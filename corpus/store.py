@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from agent.errors import ConfigError, IndexMismatchError, IndexMissingError, IndexStoreError
-from agent.settings import Settings
+from common.errors import ConfigError, IndexMismatchError, IndexMissingError, IndexStoreError
+from common.settings import Settings
 from corpus.embedding import Embedder
 
 COLLECTION = "traindoc"

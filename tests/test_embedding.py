@@ -81,7 +81,7 @@ def fake_hub() -> Iterator[tuple[str, list[str]]]:
 
 
 LOAD_UNKNOWN_MODEL = """
-from agent.errors import ConfigError
+from common.errors import ConfigError
 from corpus.embedding import make_embedder
 try:
     make_embedder("acme/model-that-is-not-cached")

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent.redaction import PRIVATE_KEY, TOKENS
+from common.redaction import PRIVATE_KEY, TOKENS
 
 MASK = "***"
 

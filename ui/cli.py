@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from agent.errors import TraindocError, UsageError
+from common.errors import TraindocError, UsageError
 
 log = logging.getLogger("traindoc")
 
@@ -196,7 +196,7 @@ def _troubleshooter(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from agent.core import build_troubleshooter
-    from agent.settings import Settings
+    from common.settings import Settings
 
     settings = Settings.from_env()
     if getattr(args, "backend", None):
@@ -307,7 +307,7 @@ def _traindoc(argv: Sequence[str] | None) -> int:
 
 
 def _feedback_path() -> Path:
-    from agent.settings import Settings
+    from common.settings import Settings
 
     configured = os.environ.get("TRAINDOC_FEEDBACK_DB")
     return Path(configured) if configured else Settings.from_env().data_dir / "feedback.sqlite3"

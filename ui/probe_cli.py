@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from agent.errors import InputError, UsageError
+from common.errors import InputError, UsageError
 
 
 def run_probe_command(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.answer import Answer
-from agent.redaction import Redactor
+from common.redaction import Redactor
 
 SECTION_LIMIT = 2900  # Slack's section text limit is 3000 characters
 MAX_BLOCKS = 45

@@ -24,9 +24,9 @@ from typing import Any
 
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
-from agent.errors import ConfigError, TraindocError
+from common.errors import ConfigError, TraindocError
 from agent.feedback import FeedbackStore
-from agent.redaction import Redactor
+from common.redaction import Redactor
 from ui.slack_blocks import answer_blocks, probe_blocks
 
 log = logging.getLogger("traindoc.slack")

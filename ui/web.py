@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
-from agent.errors import ConfigError, InputError, TraindocError
+from common.errors import ConfigError, InputError, TraindocError
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
 

@@ -13,14 +13,14 @@ from dataclasses import replace
 from typing import Any
 
 from agent.answer import Answer
-from agent.errors import TraindocError
+from common.errors import TraindocError
 from agent.events import EventSink
 from agent.llm.backends import describe, make_chat_model
 from agent.llm.grounding import ground
 from agent.llm.loop import run_loop
 from agent.llm.toolbox import Toolbox
-from agent.redaction import Redactor
-from agent.settings import Settings
+from common.redaction import Redactor
+from common.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from agent.errors import ConfigError
-from agent.settings import Settings
+from common.errors import ConfigError
+from common.settings import Settings
 
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://127.0.0.1:11434"}
 

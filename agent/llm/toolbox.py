@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.events import EventSink, StepFinished, StepStarted, ignore
-from agent.redaction import Redactor
+from common.redaction import Redactor
 
 MAX_TOOL_OUTPUT = 3500
 log = logging.getLogger(__name__)

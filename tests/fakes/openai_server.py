@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DOC_ID = re.compile(r"\[doc:([A-Za-z0-9_\-]+)\]")
-PLACEHOLDER = re.compile(r"\[[A-Z_]+_\d+\]")  # agent.redaction's placeholders
+PLACEHOLDER = re.compile(r"\[[A-Z_]+_\d+\]")  # common.redaction's placeholders
 CONTEXT_OVERFLOW = {"error": {
     "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.",
     "type": "invalid_request_error", "code": "context_length_exceeded"}}

@@ -14,7 +14,7 @@ from clikit import run_cli
 
 from agent.core import Question, Troubleshooter
 from agent.events import Event
-from agent.settings import Settings
+from common.settings import Settings
 
 
 @pytest.fixture(scope="session")

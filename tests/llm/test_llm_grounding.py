@@ -56,7 +56,7 @@ def test_json_keeps_the_offline_schema_and_adds_steps_grounded_and_the_model(
     agent_ask: Any, warm_retriever: Any
 ) -> None:
     from agent.core import Troubleshooter
-    from agent.settings import Settings
+    from common.settings import Settings
 
     class Offline(Troubleshooter):
         def retriever(self) -> Any:

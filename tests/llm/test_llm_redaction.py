@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fakes.openai_server import FakeOpenAI, calls, echo
 
-from agent.redaction import Redactor
+from common.redaction import Redactor
 
 
 def planted(tag: str) -> list[tuple[str, str]]:

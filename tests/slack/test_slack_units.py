@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
 from agent.answer import Answer, Citation, FindingView
-from agent.errors import ConfigError
+from common.errors import ConfigError
 from ui.slack_blocks import answer_blocks
 from ui.slack_bot import RateLimiter, SlackOptions, slack_error_line
 

@@ -97,7 +97,7 @@ def test_is_loopback(host: str, loopback: bool) -> None:
 
 
 def test_parse_auth() -> None:
-    from agent.errors import ConfigError
+    from common.errors import ConfigError
     from ui.web import parse_auth
 
     assert parse_auth(None) is None and parse_auth("") is None

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from agent.answer import Answer, Citation
-from agent.errors import ConfigError
+from common.errors import ConfigError
 from agent.feedback import FeedbackStore, as_eval_case
 
 

@@ -72,7 +72,7 @@ def _still_serving(page) -> None:
 
 def test_over_limit_file_is_refused_by_the_handler_too(tmp_path: Path) -> None:
     """Gradio enforces max_file_size on upload; the handler checks again for files that reach it anyway."""
-    from agent.errors import InputError
+    from common.errors import InputError
     from ui.web import read_upload
 
     big = tmp_path / "big.log"

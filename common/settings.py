@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agent.errors import ConfigError
-from corpus import BUILTIN_DIR
-
-REPO_ROOT = BUILTIN_DIR.parent
+from common.errors import ConfigError
+# The packages are siblings (in the checkout and in site-packages): the built-in documents live in
+# corpus/ beside this package, found by path so that settings never import a package above them.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILTIN_DIR = REPO_ROOT / "corpus"
 
 
 def _paths(value: str | None) -> tuple[Path, ...]:

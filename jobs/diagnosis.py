@@ -1,0 +1,77 @@
+"""The typed result of reading a job as a whole: one root cause, its consequences, a timeline.
+
+Both the log triage (``jobs.triage``) and the live hang snapshot (``jobs.hang``) return a
+``JobDiagnosis``; ``to_json()`` is the ``"diagnosis"`` object of `ask --json` and `traindoc hang --json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+# What went wrong first. `rank` is None when no single rank is to blame.
+Category = Literal[
+    "exception", "oom", "cuda_error", "straggler", "collective_mismatch", "rendezvous", "port_in_use",
+    "network", "nan", "bad_arguments", "checkpoint", "dataloader_worker", "disk_full", "arch_mismatch",
+    "config", "unknown",
+]
+CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
+
+# What followed from it: the loud lines that are consequences, never the cause.
+SymptomCategory = Literal[
+    "collective_timeout",  # NCCL watchdog / gloo recv / barrier timeouts
+    "peer_closed",  # "Connection closed by peer", "remote worker crashing", broken pipe
+    "killed_by_launcher",  # SIGTERM/SIGKILL torchrun sent to the survivors
+    "process_abort",  # NCCL "taking the entire process down", SIGABRT after a watchdog
+    "launcher_summary",  # ChildFailedError's block, "first observed failure"
+]
+
+
+@dataclass(frozen=True)
+class RootCause:
+    category: str
+    rank: int | None
+    summary: str
+    host: str | None = None
+    evidence: list[str] = field(default_factory=list)  # the log lines (or stack lines) that show it
+    where: str | None = None  # "train.py:35": the deepest frame outside site-packages
+    confidence: float = 0.5  # 0..1
+
+
+@dataclass(frozen=True)
+class Symptom:
+    category: str
+    ranks: list[int]
+    summary: str
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    t: str | None  # ISO-8601 when the log printed a time, else None
+    rank: int | None
+    event: str
+
+
+@dataclass
+class JobDiagnosis:
+    kind: Literal["log", "hang"]
+    root_cause: RootCause | None
+    symptoms: list[Symptom] = field(default_factory=list)
+    timeline: list[TimelineEvent] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)  # every rank the evidence mentions
+    why_consequences: str = ""  # one line: why the other errors follow from the root cause
+    collective: str | None = None  # "ALLREDUCE SeqNum=4": where the others waited, when printed
+    next_evidence: list[str] = field(default_factory=list)  # what would tell, when this cannot
+    search_lines: list[str] = field(default_factory=list)  # the root-cause lines documents are retrieved for
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "root_cause": asdict(self.root_cause) if self.root_cause else None,
+            "symptoms": [asdict(s) for s in self.symptoms],
+            "timeline": [asdict(e) for e in self.timeline],
+            "ranks": self.ranks,
+            "why_consequences": self.why_consequences,
+            "collective": self.collective,
+            "next_evidence": self.next_evidence,
+        }
