@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.diagnosis import JobDiagnosis
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Answer:
     steps: list[dict[str, Any]] | None = None  # agent mode: each tool call, its arguments, a short result
     grounded: bool | None = None  # agent mode: whether any citation survived grounding
     notice: str | None = None  # e.g. "model unreachable: offline answer"
+    diagnosis: JobDiagnosis | None = None  # the job read as a whole (log triage or live hang snapshot)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -59,6 +63,7 @@ class Answer:
             backend=self.backend,
             timings_ms={k: round(v, 1) for k, v in self.timings_ms.items()},
         )
+        data["diagnosis"] = self.diagnosis.to_json() if self.diagnosis is not None else None
         if self.steps is not None:
             data["steps"] = self.steps
         if self.grounded is not None:
