@@ -7,6 +7,7 @@ backend; nothing is loaded until first needed, so `ask --help` stays instant.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -15,11 +16,13 @@ from typing import Any
 
 from agent.answer import Answer, Citation
 from agent.compose import compose
-from common.errors import IndexMissingError, IndexStoreError
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
+from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.settings import Settings, contain_caches
+from jobs.diagnosis import JobDiagnosis
 
 log = logging.getLogger(__name__)
+HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|deadlock\w*|no progress)\b|卡住|卡死|挂起")
 FOLLOW_UP_CHARS = 100
 MAX_CONTEXT_CHARS = 3000
 
@@ -35,6 +38,14 @@ class Question:
     python: str | None = None  # the interpreter the user's training runs with
     bundle: Path | None = None  # diagnose from a `traindoc probe --json` bundle instead of this machine
     history: list[dict[str, str]] = field(default_factory=list)  # earlier turns: {"role", "content"}
+    job: JobDiagnosis | None = None  # the attached logs read as one job (agent.logs.read_logs)
+
+    def evidence_lines(self) -> list[str]:
+        """The lines retrieval is driven by: the root cause's, when the job's logs name one, not the loudest."""
+        if self.job is not None and self.job.root_cause is not None and self.job.search_lines:
+            if self.job.root_cause.category != "unknown":
+                return self.job.search_lines + [self.job.root_cause.category.replace("_", " ")]
+        return self.log_errors
 
     def search_text(self) -> str:
         """What retrieval sees: the question, then the log's error lines (they carry the signal).
@@ -44,8 +55,8 @@ class Question:
         earlier = [m["content"] for m in self.history if m.get("role") == "user"]
         if earlier and len(self.text) < FOLLOW_UP_CHARS and not self.log_errors:
             parts.insert(0, earlier[-1][:MAX_CONTEXT_CHARS])
-        if self.log_errors:
-            parts.append("\n".join(self.log_errors))
+        if evidence := self.evidence_lines():
+            parts.append("\n".join(evidence))
         elif self.log_head:
             parts.append(self.log_head)
         return "\n".join(p for p in parts if p.strip())
@@ -135,6 +146,7 @@ class Troubleshooter:
         started = time.perf_counter()
         text = question.search_text()
         probing = self._start_probes(question, text)
+        snapshot = self._start_hang_snapshot(question)
         retriever = self.retriever()
         timings["load"] = (time.perf_counter() - started) * 1000
         diagnosis = probing.result() if probing is not None else None
@@ -143,6 +155,7 @@ class Troubleshooter:
             for step, result in enumerate(diagnosis.results, 1):
                 on_event(StepStarted(step, result.probe, {}))
                 on_event(StepFinished(step, result.probe, f"{result.status}: {result.summary}"))
+        job = self._job_diagnosis(question, snapshot, timings, started)
         t0 = time.perf_counter()
         boost = diagnosis.boost_text() if diagnosis is not None else ""
         result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost)  # type: ignore[arg-type]
@@ -163,14 +176,48 @@ class Troubleshooter:
         t0 = time.perf_counter()
         errors = question.log_errors or result.error_lines
         source = f"the machine in {question.bundle.name}" if question.bundle else "this machine"
-        body = compose(question.text, citations, findings, result.no_match, result.recognised, errors, source)
+        shown_errors = [] if job is not None and job.root_cause is not None else errors
+        body = compose(question.text, citations, findings, result.no_match, result.recognised, shown_errors, source)
+        if job is not None and job.root_cause is not None:
+            from jobs.render import demote_timeout_fixes, diagnosis_markdown
+
+            body = diagnosis_markdown(job) + "\n\n" + demote_timeout_fixes(body, job)
         timings["compose"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         return Answer(
             question=question.text, answer=body, citations=citations, findings=findings,
             no_match=result.no_match, timings_ms=timings, error_lines=errors, recognised=result.recognised,
-            id=question.id,
+            id=question.id, diagnosis=job,
         )
+
+    def _start_hang_snapshot(self, question: Question) -> Future | None:  # type: ignore[type-arg]
+        """A job said to hang, on this machine: snapshot every rank's stack (read-only) meanwhile."""
+        said = HANG_WORDS.search(question.text) or (question.job is not None and question.job.root_cause is not None
+                                                     and question.job.root_cause.category in ("unknown", "rendezvous"))
+        if not (question.probes and question.bundle is None and said):
+            return None
+        from jobs.hang import snapshot_job
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hang")
+        future = pool.submit(snapshot_job, None, timeout_s=self.settings.probe_timeout_s)
+        pool.shutdown(wait=False)
+        return future
+
+    def _job_diagnosis(self, question: Question, snapshot: Future | None, timings: dict[str, float],  # type: ignore[type-arg]
+                       started: float) -> JobDiagnosis | None:
+        """The live snapshot leads when the logs could not name a cause; otherwise the log triage."""
+        live = None
+        if snapshot is not None:
+            try:
+                live = snapshot.result()
+            except TraindocError as exc:
+                log.warning("hang snapshot: %s", exc)
+            timings["hang_snapshot"] = (time.perf_counter() - started) * 1000
+        logged = question.job
+        if live is not None and (logged is None or logged.root_cause is None
+                                 or logged.root_cause.category in ("unknown", "rendezvous")):
+            return live
+        return logged
 
     def _start_probes(self, question: Question, text: str) -> Future | None:  # type: ignore[type-arg]
         """Probes run in the background while the index loads."""

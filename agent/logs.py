@@ -1,74 +1,50 @@
-"""Reading the user's log (`ask --log FILE` or stdin): streamed, bounded, binary-safe."""
+"""Reading the user's logs (`ask --log`, repeatable, files or folders, .gz, or stdin) as one job.
+
+One streamed pass feeds both the job triage (which rank failed first) and the error-line collector
+(what retrieval matches against the documents), in bounded memory.
+"""
 
 from __future__ import annotations
 
-import gzip
-import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from common.errors import InputError
 from corpus.errorlines import ErrorLineCollector
+from jobs.diagnosis import JobDiagnosis
+from jobs.events import EventCollector
+from jobs.reader import read_job
+from jobs.triage import triage_events
 
-SNIFF_BYTES = 8192
 HEAD_CHARS = 4000
 
 
-def _is_binary(sample: bytes) -> bool:
-    if b"\x00" in sample:
-        return True
-    control = sum(1 for b in sample if b < 9 or 13 < b < 32)
-    return bool(sample) and control / len(sample) > 0.1
+@dataclass(frozen=True)
+class LogReading:
+    head: str  # the opening of the text, for a log without error lines
+    errors: list[str]  # the distinct error lines, tracebacks' last lines first
+    diagnosis: JobDiagnosis | None  # the job read as a whole
 
 
-def _text_lines(handle: IO[bytes]) -> Iterator[str]:
-    stream = io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline=None)
-    while True:
-        line = stream.readline(65536)  # a line with no newline for 2 GB is read in slices
-        if not line:
-            return
-        yield line
-
-
-def summarise_lines(lines: Iterable[str]) -> tuple[str, list[str]]:
-    """(the opening of the text, its error lines), reading each line once."""
-    collector = ErrorLineCollector()
-    head: list[str] = []
+def read_logs(paths: Sequence[Path], stdin: IO[bytes] | None = None, question: str = "") -> LogReading:
+    """Read every log of the job once. ``paths`` may hold "-" for ``stdin``; a missing or mostly
+    binary file is an ``InputError`` naming it."""
+    events, collector, head = EventCollector(), ErrorLineCollector(), list[str]()
     size = 0
-    for line in lines:
+    for line in read_job(paths, stdin):
         if size < HEAD_CHARS:
-            head.append(line[: HEAD_CHARS - size])
+            head.append(line.text[: HEAD_CHARS - size] + "\n")
             size += len(head[-1])
-        collector.feed(line)
-    return "".join(head), collector.result()
+        events.feed(line)
+        collector.feed(line.text)
+    diagnosis = triage_events(events.result(), question)
+    return LogReading("".join(head), collector.result(), diagnosis)
 
 
-def read_log(path: Path) -> tuple[str, list[str]]:
-    """Stream a log file (plain or .gz). Returns its opening and its error lines."""
-    try:
-        raw: Any = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
-    except FileNotFoundError as exc:
-        raise InputError(f"log file not found: {path}") from exc
-    except IsADirectoryError as exc:
-        raise InputError(f"log path is a folder, not a file: {path}") from exc
-    except PermissionError as exc:
-        raise InputError(f"cannot read log file {path}: permission denied") from exc
-    except OSError as exc:
-        raise InputError(f"cannot read log file {path}: {exc.strerror or exc}") from exc
-    with raw:
-        try:
-            sample = raw.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(raw, "peek") else b""
-            if _is_binary(sample):
-                raise InputError(f"{path} looks like a binary file, not a text log", hint="pass the training log")
-            return summarise_lines(_text_lines(raw))
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(f"cannot read log file {path}: {exc}") from exc
+def read_log(path: Path, question: str = "") -> LogReading:
+    return read_logs([path], question=question)
 
 
-def read_stream(stream: IO[bytes]) -> tuple[str, list[str]]:
-    buffered: Any = stream if hasattr(stream, "peek") else io.BufferedReader(stream)  # type: ignore[type-var]
-    sample = buffered.peek(SNIFF_BYTES)[:SNIFF_BYTES]
-    if _is_binary(sample):
-        raise InputError("standard input looks binary, not a text log")
-    return summarise_lines(_text_lines(buffered))
+def read_stream(stream: IO[bytes], question: str = "") -> LogReading:
+    return read_logs([Path("-")], stream, question)

@@ -46,7 +46,9 @@ def _ask_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("question", nargs="*", help="the question or the pasted error")
-    parser.add_argument("--log", metavar="FILE", type=Path, help="a training log (plain or .gz); its error lines drive the search")
+    parser.add_argument("--log", metavar="PATH", type=Path, action="append", default=[],
+                        help="a log of the job: a file (plain or .gz), a torchrun --log-dir folder, or - for stdin; "
+                        "repeat for per-rank files. The job is triaged: the rank that failed first leads the answer")
     parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
     parser.add_argument("--batch", metavar="FILE", type=Path, help='JSON lines with {"id", "query"}: answer each, in order')
     parser.add_argument("--no-probes", action="store_true", help="do not run live probes of this machine")
@@ -161,20 +163,22 @@ def _ask(argv: Sequence[str] | None) -> int:
         return _batch(args)
 
     from agent.core import Question
-    from agent.logs import read_log, read_stream
+    from agent.logs import LogReading, read_logs
 
-    log_head, log_errors = "", list[str]()
-    if args.log is not None:
-        log_head, log_errors = read_log(args.log)
-    elif (stdin := _stdin_text()) is not None:
-        log_head, log_errors = read_stream(stdin)
-    if not question_text and not (log_head.strip() or log_errors):
+    reading = LogReading("", [], None)
+    stdin = _stdin_text() if not args.log or Path("-") in args.log else None
+    if args.log or stdin is not None:
+        reading = read_logs(args.log or [Path("-")], stdin, question_text)
+    if not question_text and not (reading.head.strip() or reading.errors or reading.diagnosis):
         raise UsageError("no question given", hint='try: ask "why is NCCL hanging"')
     if not question_text:
-        question_text = log_errors[0] if log_errors else log_head.strip().splitlines()[0]
+        job = reading.diagnosis
+        lead = job.search_lines[0] if job and job.root_cause and job.root_cause.category != "unknown" and job.search_lines else ""
+        question_text = lead or (reading.errors[0] if reading.errors else reading.head.strip().splitlines()[0])
+    files = tuple(p for p in args.log if p.is_file())
     question = Question(
-        text=question_text, log_head=log_head, log_errors=log_errors, probes=not args.no_probes,
-        log_paths=(args.log,) if args.log is not None else (), python=args.python, bundle=args.bundle,
+        text=question_text, log_head=reading.head, log_errors=reading.errors, probes=not args.no_probes,
+        log_paths=files, python=args.python, bundle=args.bundle, job=reading.diagnosis,
     )
     troubleshooter = _troubleshooter(args)
     if args.json:

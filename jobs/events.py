@@ -1,0 +1,287 @@
+"""From log lines to per-rank events: tracebacks grouped per rank, signature hits, exit codes.
+
+Combined logs interleave ranks; each (file, rank) stream keeps its own traceback state, so rank 2's
+frames never end up under rank 0's exception. torchrun's failure summary (ChildFailedError) gives
+each failed rank's exit code, pid, host and time: a negative code is a signal, and SIGTERM means the
+launcher stopped that rank because another one failed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from jobs.lines import LogLine, summary_time
+from jobs.signatures import meaning, worth_reading
+
+TRACEBACK = re.compile(r"^\s*(?:Original )?Traceback \(most recent call last\):")
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+NATIVE_FRAME = re.compile(r"^#\d+ (?P<func>\S+) from (?P<path>\S+):(?P<line>\d+)")  # c10's "Stack trace of"
+EXCEPTION = re.compile(r"^(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault|Abort)\w*)(?::\s?(?P<msg>.*))?$")
+LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|^/pytorch/|/torch/|<string>|importlib")
+SUMMARY_ENTRY = re.compile(r"^\s*\[(?P<n>\d+)\]:\s*$")
+SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
+LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")
+NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
+WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
+PROCESS_PID = re.compile(r"(?:Sending process|PID|pid:?) (?P<pid>\d+)")
+COLLECTIVE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+COLLECTIVE_CALLS = ("barrier", "all_reduce", "allreduce", "all_gather", "broadcast", "reduce_scatter", "reduce",
+                    "gather", "scatter", "all_to_all", "send", "recv", "wait", "monitored_barrier")
+
+
+@dataclass
+class Event:
+    order: int  # reading order across all files
+    kind: str  # "root" | "symptom"
+    category: str
+    summary: str  # what the signature says it is
+    line: str  # the evidence: the exception or error line as printed
+    rank: int | None
+    host: str | None = None
+    time: datetime | None = None
+    where: str | None = None  # "train.py:35"
+    func: str | None = None  # the user function it happened in
+    call: str | None = None  # for a collective timeout: the torch.distributed call waited in
+    frames: list[str] = field(default_factory=list)
+    source: str = ""
+    local_rank: int | None = None  # torchrun's tee prefix ([default1]:) names the local rank
+
+
+@dataclass
+class Exit:
+    """One rank's entry in torchrun's failure summary, or its "failed (exitcode" line."""
+
+    rank: int | None
+    local_rank: int | None
+    code: int | None
+    pid: int | None = None
+    host: str | None = None
+    time: datetime | None = None
+    note: str = ""
+
+
+@dataclass
+class _Traceback:
+    frames: list[tuple[str, int, str]] = field(default_factory=list)  # (path, line, func)
+    first: LogLine | None = None
+
+
+@dataclass
+class JobEvents:
+    events: list[Event] = field(default_factory=list)
+    exits: list[Exit] = field(default_factory=list)
+    ranks: set[int] = field(default_factory=set)
+    hosts: dict[int, str] = field(default_factory=dict)
+    pid_rank: dict[int, int] = field(default_factory=dict)
+    world_size: int | None = None
+    collectives: dict[int, str] = field(default_factory=dict)  # rank -> "ALLREDUCE SeqNum=4"
+    lines: int = 0
+    worker_lines: int = 0  # lines a rank printed (not the launcher)
+    last_line: str = ""
+
+
+def user_frame(frames: list[tuple[str, int, str]]) -> tuple[str | None, str | None]:
+    """("file.py:LINE", function) of the deepest frame outside libraries."""
+    for path, line, func in reversed(frames):
+        if not LIBRARY_PATH.search(path):
+            return f"{path.rsplit('/', 1)[-1]}:{line}", func
+    return None, None
+
+
+def collective_call(frames: list[tuple[str, int, str]]) -> str | None:
+    """The torch.distributed call a stack waits in (the innermost one)."""
+    for path, _line, func in reversed(frames):
+        if "distributed" in path and func.lstrip("_") in COLLECTIVE_CALLS:
+            return func.lstrip("_")
+    return None
+
+
+class EventCollector:
+    """Feed lines in reading order; ``result()`` is every event of the job."""
+
+    def __init__(self) -> None:
+        self.job = JobEvents()
+        self._tracebacks: dict[tuple[str, int | None, int | None], _Traceback] = {}
+        self._summary: Exit | None = None
+        self._in_summary = False
+        self._order = 0
+        self._locals: set[tuple[str | None, int]] = set()
+
+    def feed(self, line: LogLine) -> None:
+        self._order += 1
+        job = self.job
+        job.lines += 1
+        text = line.text
+        if line.rank is not None:
+            job.ranks.add(line.rank)
+            if line.host:
+                job.hosts.setdefault(line.rank, line.host)
+        if line.rank is not None or line.local_rank is not None:
+            job.worker_lines += 1
+            if line.local_rank is not None:
+                self._locals.add((line.host, line.local_rank))
+        if text.strip():
+            job.last_line = text.strip()
+        if not worth_reading(text) and not self._tracebacks and not self._in_summary:
+            return
+        self._learn(line)
+        if self._summary_line(line):
+            return
+        key = (line.source, line.rank, line.local_rank)
+        if TRACEBACK.match(text):
+            self._tracebacks[key] = _Traceback(first=line)
+            return
+        trace = self._tracebacks.get(key)
+        if trace is not None:
+            if frame := FRAME.match(text):
+                trace.frames.append((frame["path"], int(frame["line"]), frame["func"]))
+                return
+            if text.startswith((" ", "\t")) or not text.strip() or set(text.strip()) <= set("^~ "):
+                return  # a frame's code line, or the caret line under it
+            exception = EXCEPTION.match(text.strip())
+            del self._tracebacks[key]
+            if exception is not None:
+                self._add(line, text.strip(), trace.frames)
+                return
+        if native := NATIVE_FRAME.match(text.strip()):
+            self._native_frame(line, native)
+            return
+        if (found := meaning(text)) is not None:
+            self._add(line, text.strip(), [], found_kind=found.kind)
+
+    # -- pieces ------------------------------------------------------------------------------------
+    def _learn(self, line: LogLine) -> None:
+        job = self.job
+        if match := NCCL_RANK.search(line.text):
+            rank = int(match["rank"])
+            job.ranks.add(rank)
+            job.world_size = max(job.world_size or 0, int(match["n"]))
+            if line.pid is not None:
+                job.pid_rank[line.pid] = rank
+            if line.host:
+                job.hosts.setdefault(rank, line.host)
+        elif (match := WORLD.search(line.text)) and 0 < int(match["n"]) <= 100000:
+            job.world_size = max(job.world_size or 0, int(match["n"]))
+        if match := COLLECTIVE.search(line.text):
+            rank = self._rank(line)
+            if rank is not None:
+                job.collectives.setdefault(rank, f"{match['op']} SeqNum={match['seq']}")
+        if match := LAUNCHER_EXIT.search(line.text):
+            job.exits.append(Exit(None, int(match["local"]), int(match["code"]), int(match["pid"]), line.host, line.time))
+
+    def _summary_line(self, line: LogLine) -> bool:
+        """torchrun's "Root Cause (first observed failure)" / "Failures:" blocks."""
+        text = line.text
+        if "Root Cause (first observed failure)" in text or text.strip() in ("Failures:", "Other Failures:"):
+            self._in_summary = True
+            self._add(line, text.strip(), [], found_kind="symptom")
+            return True
+        if not self._in_summary:
+            return False
+        entry = SUMMARY_ENTRY.match(text)
+        if entry or (not text.strip() and line.rank is not None):  # "[1]:" (the reader took it for a prefix)
+            self._summary = Exit(int(entry["n"]) if entry else line.rank, None, None)
+            self.job.exits.append(self._summary)
+            return True
+        field_match = SUMMARY_FIELD.match(text)
+        if field_match is None or self._summary is None:
+            if text.strip().startswith("=" * 10) and self._summary is not None:
+                self._in_summary = False
+            return text.strip().startswith(("-" * 10, "=" * 10, "<NO_OTHER_FAILURES>"))
+        key, value = field_match["key"], field_match["value"].strip()
+        entry_exit = self._summary
+        if key == "time":
+            entry_exit.time = summary_time(text)
+        elif key == "host":
+            entry_exit.host = value
+        elif key == "rank" and (m := re.match(r"(\d+) \(local_rank: (\d+)\)", value)):
+            entry_exit.rank, entry_exit.local_rank = int(m[1]), int(m[2])
+            self.job.ranks.add(entry_exit.rank)
+        elif key == "exitcode" and (m := re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", value)):
+            entry_exit.code = int(m[1])
+            entry_exit.pid = int(m[2]) if m[2] else None
+        elif key == "traceback":
+            entry_exit.note = value
+        return True
+
+    def _rank(self, line: LogLine) -> int | None:
+        if line.rank is not None:
+            return line.rank
+        if line.pid is not None:
+            return self.job.pid_rank.get(line.pid)
+        return None
+
+    def _native_frame(self, line: LogLine, native: re.Match[str]) -> None:
+        """c10's "Stack trace of the failed collective": attach the user frame to that rank's timeout."""
+        rank = self._rank(line)
+        for event in reversed(self.job.events):
+            if event.rank == rank and event.category == "collective_timeout":
+                event.frames.append(f"{native['func']} ({native['path'].rsplit('/', 1)[-1]}:{native['line']})")
+                if event.where is None and not LIBRARY_PATH.search(native["path"]):
+                    event.where = f"{native['path'].rsplit('/', 1)[-1]}:{native['line']}"
+                    event.func = native["func"]
+                if event.call is None and native["func"].lstrip("_") in COLLECTIVE_CALLS:
+                    event.call = native["func"].lstrip("_")
+                return
+
+    def _add(self, line: LogLine, text: str, frames: list[tuple[str, int, str]], found_kind: str | None = None) -> None:
+        found = meaning(text)
+        if found is not None:
+            kind, category, summary = found.kind, found.category, found.summary
+        elif found_kind is None and frames is not None and EXCEPTION.match(text):
+            kind, category, summary = "root", "exception", "an exception"
+        elif found_kind is not None:
+            kind, category, summary = found_kind, "launcher_summary", "the launcher's failure summary"
+        else:
+            return
+        if text.startswith(("SignalException", "torch.distributed.elastic.multiprocessing.api.SignalException")):
+            kind, category, summary = "symptom", "killed_by_launcher", "stopped by the launcher (SIGTERM)"
+        where, func = user_frame(frames)
+        self.job.events.append(Event(
+            order=self._order, kind=kind, category=category, summary=summary, line=text[:500],
+            rank=self._rank(line), host=line.host, time=line.time, where=where, func=func,
+            call=collective_call(frames), frames=[f"{f} ({p.rsplit('/', 1)[-1]}:{n})" for p, n, f in frames[-6:]],
+            source=line.source, local_rank=line.local_rank,
+        ))
+
+    def _global_ranks(self) -> None:
+        """Local ranks become global ones: from the failure summary's "rank R (local_rank L)" on each host,
+        else, on a single node, the local rank is the global rank."""
+        job = self.job
+        by_host = {(x.host, x.local_rank): x.rank for x in job.exits if x.rank is not None and x.local_rank is not None}
+        by_local: dict[int, set[int]] = {}
+        for (_, local), rank in by_host.items():
+            by_local.setdefault(local, set()).add(rank)  # type: ignore[arg-type]
+        single_node = len({host for host, _ in self._locals} | {x.host for x in job.exits if x.host}) <= 1
+
+        def resolve(host: str | None, local: int) -> int | None:
+            if (host, local) in by_host:
+                return by_host[(host, local)]
+            if len(by_local.get(local, ())) == 1:
+                return next(iter(by_local[local]))
+            return local if single_node else None
+
+        for host, local in self._locals:
+            if (rank := resolve(host, local)) is not None:
+                job.ranks.add(rank)
+        pids = {x.pid: x.rank for x in job.exits if x.pid is not None and x.rank is not None} | job.pid_rank
+        for event in job.events:
+            if event.rank is None and event.local_rank is not None:
+                event.rank = resolve(event.host, event.local_rank)
+            if event.rank is None and (match := PROCESS_PID.search(event.line)):
+                event.rank = pids.get(int(match["pid"]))
+
+    def result(self) -> JobEvents:
+        self._global_ranks()
+        return self.job
+
+
+def collect(lines: Iterable[LogLine]) -> JobEvents:
+    collector = EventCollector()
+    for line in lines:
+        collector.feed(line)
+    return collector.result()

@@ -1,0 +1,74 @@
+"""The diagnosis in plain words, as the markdown that leads an answer (every front end shows it)."""
+
+from __future__ import annotations
+
+import re
+
+from jobs.diagnosis import JobDiagnosis
+
+TIMEOUT_FIX = re.compile(r"(?i)NCCL_TIMEOUT|timeout\s*=|TIMEOUT=|--timeout|timedelta\(")
+
+LEAD = {
+    "log": "What the job's logs say",
+    "hang": "What every rank is doing now",
+}
+
+
+def _fence(lines: list[str]) -> list[str]:
+    """A fenced block no line of the log can close (the fence is longer than any backtick run inside)."""
+    ticks = "`" * max(3, _max_backticks(lines) + 1)
+    return [ticks + "text", *lines, ticks]
+
+
+def _max_backticks(lines: list[str]) -> int:
+    best = 0
+    for line in lines:
+        run = 0
+        for char in line:
+            run = run + 1 if char == "`" else 0
+            best = max(best, run)
+    return best
+
+
+def diagnosis_markdown(diagnosis: JobDiagnosis) -> str:
+    root = diagnosis.root_cause
+    if root is None:
+        return ""
+    parts = [f"### {LEAD.get(diagnosis.kind, 'Diagnosis')}", ""]
+    if root.category == "unknown":
+        parts.append(f"**The evidence cannot name a cause yet:** {root.summary}.")
+    else:
+        who = f"rank {root.rank}" if root.rank is not None else "no single rank"
+        parts.append(f"**Root cause ({root.category}, {who}, confidence {root.confidence:.1f}):** {root.summary}")
+    if root.evidence:
+        parts.extend(["", *_fence([line[:300] for line in root.evidence[:6]])])
+    if diagnosis.why_consequences:
+        parts.extend(["", diagnosis.why_consequences])
+    elif diagnosis.symptoms:
+        parts.extend(["", "Also seen: " + "; ".join(s.summary for s in diagnosis.symptoms) + "."])
+    if diagnosis.collective and root.category in ("unknown", "straggler", "collective_mismatch", "network"):
+        parts.append(f"The collective the ranks waited in: `{diagnosis.collective}`.")
+    if diagnosis.next_evidence:
+        parts.extend(["", "**What would tell:**"])
+        parts.extend(f"- {item}" for item in diagnosis.next_evidence)
+    return "\n".join(parts).strip()
+
+
+def demote_timeout_fixes(body: str, job: JobDiagnosis) -> str:
+    """When a rank failed first, a fix that raises a timeout only delays the next failure: such
+    blocks go after the others, under a note that says why."""
+    root = job.root_cause
+    if root is None or root.category == "unknown" or "### Fixes" not in body:
+        return body
+    head, _, rest = body.partition("### Fixes")
+    fixes_text, marker, tail = rest.partition("\n### ")
+    blocks = re.split(r"(?m)^(?=\*\*\d+\.\*\* )", fixes_text.strip("\n"))
+    keep = [b for b in blocks if b.strip() and not TIMEOUT_FIX.search(b)]
+    later = [b for b in blocks if b.strip() and TIMEOUT_FIX.search(b)]
+    if not later:
+        return body
+    renumbered = [re.sub(r"^\*\*\d+\.\*\*", f"**{i}.**", b, count=1) for i, b in enumerate(keep + later, 1)]
+    note = ("> Raising a timeout is not the fix here: the job failed because of the root cause above; "
+            "a longer timeout only makes the next failure take longer.\n\n")
+    fixes = "".join(renumbered[: len(keep)]) + (note if later else "") + "".join(renumbered[len(keep):])
+    return head + "### Fixes\n" + fixes.rstrip("\n") + "\n" + (marker + tail if marker else "")

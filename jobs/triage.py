@@ -1,0 +1,296 @@
+"""Causal triage of a distributed job's logs: the earliest real failure is the root cause; collective
+timeouts, lost peers, the launcher's SIGTERM and its failure summary are consequences.
+
+When every failure is a timeout, the ranks that did not time out (or were stopped while the others
+waited) are the suspects, and the collective the others waited in is named. A log that ends without
+an error, for a job the user says hangs, is read as a hang.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, TimelineEvent
+from jobs.events import SIGNALS, Event, JobEvents, collect
+from jobs.lines import LogLine
+from jobs.reader import read_job
+
+HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|no progress|not progressing|deadlock\w*)\b|卡住|卡死|挂起|不动")
+LAUNCH_WORDS = re.compile(r"(?i)Starting elastic_operator|rendezvous|torchrun|torch\.distributed\.run|Using nproc_per_node|master_addr")
+TIMEOUT_LEAD = "raising the timeout would only make the next failure take longer"
+NEXT_EVIDENCE = [
+    "a stack snapshot of every rank while it hangs: `traindoc hang` on the node (or `--debug-server URL` "
+    "when the job runs torch.distributed.debug.start_debug_server)",
+    "Flight Recorder dumps: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+    "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, then `traindoc hang --fr-dir fr/`",
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints: which rank called what)",
+    "NCCL_DEBUG=INFO (NCCL's own view of each rank's connections)",
+]
+SYMPTOM_WORDS = {  # (one rank, several ranks)
+    "collective_timeout": ("timed out waiting in a collective", "timed out waiting in a collective"),
+    "peer_closed": ("lost the connection to a peer", "lost the connection to a peer"),
+    "killed_by_launcher": ("was stopped by the launcher (SIGTERM)", "were stopped by the launcher (SIGTERM)"),
+    "process_abort": ("aborted itself after the collective failure", "aborted themselves after the collective failure"),
+}
+
+
+def _ranks(ranks: Iterable[int]) -> str:
+    items = sorted(set(ranks))
+    if not items:
+        return "no rank"
+    if len(items) == 1:
+        return f"rank {items[0]}"
+    if len(items) > 6:
+        return f"ranks {items[0]}-{items[-1]} ({len(items)})" if items == list(range(items[0], items[-1] + 1)) \
+            else f"{len(items)} ranks ({', '.join(map(str, items[:5]))}, ...)"
+    return "ranks " + ", ".join(map(str, items[:-1])) + f" and {items[-1]}"
+
+
+def _clock(when: datetime | None) -> str:
+    return f" at {when:%H:%M:%S}" if when else ""
+
+
+def _sort_key(event: Event) -> tuple[float, int]:
+    return (event.time.timestamp() if event.time else float("inf"), event.order)
+
+
+def _earliest(events: list[Event]) -> Event:
+    """By time when every candidate has one (files of different ranks), else in reading order."""
+    if all(e.time for e in events):
+        return min(events, key=_sort_key)
+    return min(events, key=lambda e: e.order)
+
+
+def _attribute(job: JobEvents) -> None:
+    """Give unattributed root events the rank that failed by itself, when exactly one did."""
+    failed = {x.rank for x in job.exits if x.rank is not None and x.code is not None and x.code > 0}
+    failed |= {x.rank for x in job.exits if x.rank is not None and x.code in (-7, -9, -11)}
+    if len(failed) == 1:
+        rank = next(iter(failed))
+        host = next((x.host for x in job.exits if x.rank == rank and x.host), None)
+        for event in job.events:
+            if event.kind == "root" and event.rank is None and event.category not in ("port_in_use", "rendezvous"):
+                event.rank = rank
+                event.host = event.host or host
+
+
+def _exit_events(job: JobEvents) -> list[Event]:
+    """Exit codes as events: SIGTERM is the launcher's doing; SIGKILL/SIGBUS/SIGSEGV may be the cause."""
+    events = []
+    for index, x in enumerate(job.exits):
+        if x.code is None or x.code >= 0:
+            continue
+        name = SIGNALS.get(-x.code, f"signal {-x.code}")
+        line = f"exitcode {x.code} ({name})" + (f": {x.note}" if x.note else "")
+        if x.code == -15 or x.code == -6:
+            kind, category = "symptom", "killed_by_launcher" if x.code == -15 else "process_abort"
+        elif x.code == -7:
+            kind, category = "root", "dataloader_worker"
+        elif x.code == -11:
+            kind, category = "root", "cuda_error"
+        else:
+            kind, category = "root", "oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
+        events.append(Event(order=10**9 + index, kind=kind, category=category, summary=f"killed by {name}",
+                            line=line, rank=x.rank, host=x.host, time=x.time))
+    return events
+
+
+def _rank_world(job: JobEvents) -> set[int]:
+    ranks = set(job.ranks) | {x.rank for x in job.exits if x.rank is not None}
+    if job.world_size and job.world_size <= 4096:
+        ranks |= set(range(job.world_size))
+    return ranks
+
+
+def _root_summary(event: Event, every: bool) -> str:
+    who = "every rank" if every else (f"rank {event.rank}" if event.rank is not None else "the job")
+    host = f" on {event.host}" if event.host and not every else ""
+    place = ""
+    if event.where:
+        place = f" in {event.func} ({event.where})" if event.func and event.func != "<module>" else f" at {event.where}"
+    verb = "raised" if event.category == "exception" or re.match(r"^[\w.]+(Error|Exception)\b", event.line) else "reported"
+    return f"{who}{host} {verb} {event.line[:240]}{place}{_clock(event.time)}"
+
+
+def _symptoms(events: list[Event], exclude: Event | None) -> list[Symptom]:
+    by_category: dict[str, set[int]] = {}
+    calls: dict[str, Counter[str]] = {}
+    for event in events:
+        if event.kind != "symptom" or event is exclude:
+            continue
+        by_category.setdefault(event.category, set())
+        if event.rank is not None:
+            by_category[event.category].add(event.rank)
+        if event.call or event.where:
+            calls.setdefault(event.category, Counter())[_waited_in(event)] += 1
+    symptoms = []
+    culprit = exclude.rank if exclude is not None else None
+    for category, ranks in by_category.items():
+        ranks.discard(culprit)  # type: ignore[arg-type]
+        if category == "launcher_summary":
+            symptoms.append(Symptom(category, [], "torchrun's failure summary (ChildFailedError)"))
+            continue
+        one, many = SYMPTOM_WORDS.get(category, (category, category))
+        where = f" in {calls[category].most_common(1)[0][0]}" if category in calls else ""
+        who = _ranks(ranks) if ranks else "other ranks"
+        words = one if len(ranks) == 1 else many
+        symptoms.append(Symptom(category, sorted(ranks), f"{who} {words}{where}"))
+    return symptoms
+
+
+def _waited_in(event: Event) -> str:
+    if event.call and event.where:
+        return f"dist.{event.call} ({event.where})"
+    return f"dist.{event.call}" if event.call else f"{event.func or 'code'} ({event.where})"
+
+
+def _timeline(events: list[Event], limit: int = 24) -> list[TimelineEvent]:
+    seen: set[tuple[int | None, str]] = set()
+    out = []
+    for event in sorted(events, key=_sort_key if all(e.time for e in events) else (lambda e: e.order)):
+        key = (event.rank, event.category)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(TimelineEvent(event.time.isoformat(timespec="milliseconds") if event.time else None,
+                                 event.rank, f"{event.category}: {event.line[:160]}"))
+    return out[:limit]
+
+
+def _why(root: Event | None, rank: int | None, symptoms: list[Symptom]) -> str:
+    if not symptoms:
+        return ""
+    culprit = f"rank {rank}'s failure" if rank is not None else "that failure"
+    parts = [s.summary for s in symptoms if s.category != "launcher_summary"]
+    said = "; ".join(parts) if parts else "the launcher summarised the failure"
+    named = ""
+    if any(s.category == "launcher_summary" for s in symptoms):
+        named = " torchrun's \"first observed failure\" is the first rank it saw exit, not necessarily the cause."
+    return f"Then {said}: consequences of {culprit}, not causes; {TIMEOUT_LEAD}.{named}"
+
+
+def _confidence(root: Event, others: list[Event]) -> float:
+    score = 0.55
+    if root.rank is not None:
+        score += 0.15
+    if root.where or root.frames:
+        score += 0.1
+    if root.category != "exception":
+        score += 0.1
+    if any(e.kind == "root" and e.rank not in (None, root.rank) for e in others):
+        score -= 0.2  # other ranks failed on their own too
+    return round(max(0.1, min(score, 0.95)), 2)
+
+
+def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDiagnosis:
+    first = _earliest(roots)
+    same_rank = [e for e in roots if e.rank == first.rank]
+    specific = [e for e in same_rank if e.category != "exception" and abs(e.order - first.order) < 400]
+    chosen = min(specific, key=lambda e: e.order) if specific and first.category == "exception" else first
+    if chosen is not first:
+        chosen.where = chosen.where or first.where
+        chosen.func = chosen.func or first.func
+    ranks_with_it = {e.rank for e in roots if e.category == chosen.category and e.rank is not None}
+    world = _rank_world(job)
+    every = len(ranks_with_it) >= 2 and ranks_with_it >= world
+    rank = None if every else chosen.rank
+    symptoms = _symptoms(events, chosen)
+    evidence = [chosen.line] + [f for f in chosen.frames[-3:]]
+    root = RootCause(
+        category=chosen.category, rank=rank, summary=_root_summary(chosen, every), host=chosen.host,
+        evidence=evidence, where=chosen.where, confidence=_confidence(chosen, roots),
+    )
+    return JobDiagnosis(
+        kind="log", root_cause=root, symptoms=symptoms, timeline=_timeline(events), ranks=sorted(world),
+        why_consequences=_why(chosen, rank, symptoms), collective=_collective(job),
+        search_lines=[chosen.line], next_evidence=[],
+    )
+
+
+def _collective(job: JobEvents) -> str | None:
+    if not job.collectives:
+        return None
+    return Counter(job.collectives.values()).most_common(1)[0][0]
+
+
+def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
+    """Every failure is a timeout or a consequence: look for the rank that is not like the others."""
+    world = _rank_world(job)
+    waited = {e.rank for e in events if e.category in ("collective_timeout", "peer_closed") and e.rank is not None}
+    stopped = {e.rank for e in events if e.category == "killed_by_launcher" and e.rank is not None}
+    calls: dict[int, str] = {}
+    for event in events:
+        if event.category == "collective_timeout" and event.rank is not None and (event.call or event.where):
+            calls.setdefault(event.rank, _waited_in(event))
+    symptoms = _symptoms(events, None)
+    collective = _collective(job)
+    suspects = (world - waited) or (stopped - waited)
+    if len(set(calls.values())) > 1:
+        counts = Counter(calls.values())
+        minority_call = min(counts, key=lambda c: counts[c])
+        minority = sorted(r for r, c in calls.items() if c == minority_call)
+        rank = minority[0] if len(minority) == 1 else None
+        summary = (f"ranks waited in different collectives: {_ranks(minority)} in {minority_call}, the others in "
+                   f"{max(counts, key=lambda c: counts[c])}: the ranks do not call the same collectives in the same order")
+        root = RootCause("collective_mismatch", rank, summary, evidence=[f"rank {r}: {c}" for r, c in sorted(calls.items())],
+                         confidence=0.6)
+    elif waited and len(suspects) >= 1 and len(suspects) < max(2, len(world)):
+        rank = min(suspects) if len(suspects) == 1 else None
+        where = Counter(calls.values()).most_common(1)[0][0] if calls else (collective or "a collective")
+        state = " and was stopped by the launcher" if suspects <= stopped else ""
+        summary = (f"{_ranks(suspects)} never reached {where}{state}, while {_ranks(waited)} waited there and timed out: "
+                   f"{_ranks(suspects)} is the straggler (slow, stuck or in other code)")
+        root = RootCause("straggler", rank, summary, evidence=[f"{_ranks(waited)} timed out in {where}"],
+                         confidence=0.65 if rank is not None else 0.45)
+    else:
+        where = collective or (Counter(calls.values()).most_common(1)[0][0] if calls else "a collective")
+        summary = (f"every rank timed out in {where} and none stands out: the logs cannot tell which rank is "
+                   f"behind (a network fault, or a rank stuck inside the same collective)")
+        root = RootCause("unknown", None, summary, evidence=[e.line for e in events[:2]], confidence=0.2)
+        return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), "", collective,
+                            list(NEXT_EVIDENCE), [e.line for e in events[:3]])
+    return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), _why(None, root.rank, symptoms),
+                        collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2])
+
+
+def _hang(job: JobEvents) -> JobDiagnosis:
+    launched_only = job.worker_lines == 0 and LAUNCH_WORDS.search(job.last_line or "") is not None
+    if launched_only or (job.worker_lines == 0 and job.lines > 0):
+        summary = ("the log stops after the launch with no output from any rank: the launcher is most likely "
+                   "waiting at rendezvous for nodes (or ranks) that never joined")
+        root = RootCause("rendezvous", None, summary, evidence=[job.last_line[:240]] if job.last_line else [], confidence=0.5)
+    else:
+        summary = (f"the log ends without an error while the job hangs; the last line was: {job.last_line[:160]!r}. "
+                   "The log alone cannot tell where each rank waits")
+        root = RootCause("unknown", None, summary, evidence=[job.last_line[:240]] if job.last_line else [], confidence=0.2)
+    return JobDiagnosis("log", root, [], [], sorted(_rank_world(job)), "", _collective(job), list(NEXT_EVIDENCE),
+                        ["hang " + (job.last_line[:200] if job.last_line else "")])
+
+
+def triage_events(job: JobEvents, question: str = "") -> JobDiagnosis | None:
+    _attribute(job)
+    events = sorted(job.events + _exit_events(job), key=lambda e: e.order)
+    roots = [e for e in events if e.kind == "root"]
+    if roots:
+        return _from_root(job, roots, events)
+    if any(e.category in ("collective_timeout", "peer_closed") for e in events):
+        return _from_symptoms(job, events)
+    if HANG_WORDS.search(question) or (job.lines and not events and HANG_WORDS.search(job.last_line)):
+        return _hang(job)
+    if events:
+        return _from_symptoms(job, events)
+    return None
+
+
+def triage_lines(lines: Iterable[LogLine], question: str = "") -> JobDiagnosis | None:
+    return triage_events(collect(lines), question)
+
+
+def triage_paths(paths: Sequence[Path], question: str = "", stdin: IO[bytes] | None = None) -> JobDiagnosis | None:
+    """The diagnosis of the job whose logs are ``paths`` (files, folders, .gz, "-" for ``stdin``)."""
+    return triage_lines(read_job(paths, stdin), question)
