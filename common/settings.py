@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from common.errors import ConfigError
+
 # The packages are siblings (in the checkout and in site-packages): the built-in documents live in
 # corpus/ beside this package, found by path so that settings never import a package above them.
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -167,9 +167,8 @@ class EventCollector:
         elif (match := WORLD.search(line.text)) and 0 < int(match["n"]) <= 100000:
             job.world_size = max(job.world_size or 0, int(match["n"]))
         if match := COLLECTIVE.search(line.text):
-            rank = self._rank(line)
-            if rank is not None:
-                job.collectives.setdefault(rank, f"{match['op']} SeqNum={match['seq']}")
+            if (owner := self._rank(line)) is not None:
+                job.collectives.setdefault(owner, f"{match['op']} SeqNum={match['seq']}")
         if match := LAUNCHER_EXIT.search(line.text):
             job.exits.append(Exit(None, int(match["local"]), int(match["code"]), int(match["pid"]), line.host, line.time))
 
@@ -230,6 +229,7 @@ class EventCollector:
 
     def _add(self, line: LogLine, text: str, frames: list[tuple[str, int, str]], found_kind: str | None = None) -> None:
         found = meaning(text)
+        kind: str
         if found is not None:
             kind, category, summary = found.kind, found.category, found.summary
         elif found_kind is None and frames is not None and EXCEPTION.match(text):
@@ -266,8 +266,8 @@ class EventCollector:
             return local if single_node else None
 
         for host, local in self._locals:
-            if (rank := resolve(host, local)) is not None:
-                job.ranks.add(rank)
+            if (resolved := resolve(host, local)) is not None:
+                job.ranks.add(resolved)
         pids = {x.pid: x.rank for x in job.exits if x.pid is not None and x.rank is not None} | job.pid_rank
         for event in job.events:
             if event.rank is None and event.local_rank is not None:

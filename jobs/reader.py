@@ -179,8 +179,8 @@ def _grep_lines(path: Path) -> Iterator[tuple[int, str]] | None:
         with path.open("rb") as handle:
             handle.seek(tail_start)
             tail = handle.read().decode("utf-8", "replace").splitlines()[1:]
-        for offset, text in enumerate(tail, 1):
-            yield last + offset, text
+        for index, line in enumerate(tail, 1):
+            yield last + index, line
 
     return lines()
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
-from common.errors import ConfigError, TraindocError
 from agent.feedback import FeedbackStore
+from common.errors import ConfigError, TraindocError
 from common.redaction import Redactor
 from ui.slack_blocks import answer_blocks, probe_blocks
 
@@ -212,7 +212,7 @@ class SlackBridge:
     def _question(self, event: dict[str, Any], client: Any, channel: str, thread_ts: str | None) -> Question:
         text = MENTION.sub("", event.get("text") or "").strip()
         history = self._history(client, channel, thread_ts, event.get("ts"))
-        head, errors, bundle = "", list[str](), None
+        head, errors, bundle, job = "", list[str](), None, None
         paths: tuple[Path, ...] = ()
         for file in event.get("files") or []:
             path = self._download(file)
@@ -221,15 +221,17 @@ class SlackBridge:
             if _is_bundle(path):
                 bundle = path
             else:
-                from agent.logs import read_log
+                paths += (path,)
+        if paths:  # several attached logs (one per rank) are one job
+            from agent.logs import read_logs
 
-                head, errors = read_log(path)
-                paths = (path,)
+            reading = read_logs(paths, question=text)
+            head, errors, job = reading.head, reading.errors, reading.diagnosis
         if not text:
             text = errors[0] if errors else "what is wrong with this job?"
         probes = bundle is not None or self.options.host_probes
         return Question(text=text, log_head=head, log_errors=errors, log_paths=paths if probes else (),
-                        bundle=bundle, probes=probes, history=history)
+                        bundle=bundle, probes=probes, history=history, job=job)
 
     def _history(self, client: Any, channel: str, thread_ts: str | None, ts: str | None) -> list[dict[str, str]]:
         if not thread_ts or thread_ts == ts:

@@ -15,13 +15,16 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
-from common.errors import ConfigError, InputError, TraindocError
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
+from common.errors import ConfigError, InputError, TraindocError
+
+if TYPE_CHECKING:
+    from agent.logs import LogReading
 
 DEFAULT_MAX_UPLOAD_MB = 50
 CSS = """
@@ -81,20 +84,22 @@ def probes_html(results: list[Any]) -> str:
     return f"<table class='traindoc-probes'><tr><th>probe</th><th>verdict</th><th>summary</th></tr>{rows}</table>"
 
 
-def read_upload(path: str | None, max_mb: int) -> tuple[str, list[str], tuple[Path, ...]]:
+def read_upload(path: str | None, max_mb: int, question: str = "") -> tuple[LogReading, tuple[Path, ...]]:
+    """The uploaded log, read as a job (triaged)."""
+    from agent.logs import LogReading, read_log
+
     if not path:
-        return "", [], ()
-    from agent.logs import read_log
+        return LogReading("", [], None), ()
 
     file = Path(path)
     size = file.stat().st_size
     if size > max_mb * 1024 * 1024:
         raise InputError(f"the log is {size / 1e6:.0f} MB; the limit is {max_mb} MB", hint="upload the last part of it")
     try:
-        head, errors = read_log(file)
+        reading = read_log(file, question)
     except InputError as exc:  # the user knows the file by its name, not by Gradio's cache path
         raise InputError(exc.message.replace(str(file), f"'{file.name}'"), hint=exc.hint) from exc
-    return head, errors, (file,)
+    return reading, (file,)
 
 
 class WebChat:
@@ -116,13 +121,14 @@ class WebChat:
         history = [{"role": m["role"], "content": content_text(m.get("content"))} for m in chat
                    if m.get("role") in ("user", "assistant") and not (m.get("metadata") or {}).get("title")]
         try:
-            head, errors, paths = read_upload(log_file, self.options.max_upload_mb)
+            reading, paths = read_upload(log_file, self.options.max_upload_mb, text)
         except TraindocError as exc:
             chat += [{"role": "user", "content": text or "(log)"}, {"role": "assistant", "content": f"⚠️ {exc}"}]
             yield chat, "", "", answers, str(exc)
             return
+        head, errors = reading.head, reading.errors
         question = Question(text=text or (errors[0] if errors else head.splitlines()[0] if head else "log"),
-                            log_head=head, log_errors=errors, log_paths=paths, history=history)
+                            log_head=head, log_errors=errors, log_paths=paths, history=history, job=reading.diagnosis)
         chat.append({"role": "user", "content": question.text})
         yield chat, "", "", answers, ""
         events: queue.Queue[Event | BaseException] = queue.Queue()

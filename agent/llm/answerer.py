@@ -13,12 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from agent.answer import Answer
-from common.errors import TraindocError
 from agent.events import EventSink
 from agent.llm.backends import describe, make_chat_model
 from agent.llm.grounding import ground
 from agent.llm.loop import run_loop
 from agent.llm.toolbox import Toolbox
+from common.errors import TraindocError
 from common.redaction import Redactor
 from common.settings import Settings
 

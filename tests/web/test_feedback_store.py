@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from agent.answer import Answer, Citation
-from common.errors import ConfigError
 from agent.feedback import FeedbackStore, as_eval_case
+from common.errors import ConfigError
 
 
 def _answer(question: str = "torchrun says Address already in use", *, no_match: bool = False) -> Answer:
