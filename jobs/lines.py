@@ -78,7 +78,8 @@ def parse_time(text: str, year: int) -> tuple[datetime | None, str]:
         y, mo, d = (int(x) for x in match["date"].split("-"))
         return _time(match["time"], y, mo, d), text[match.end():].lstrip(" -|:")
     if match := US_DATE.match(text):
-        return _time(match["time"], int(match["year"]), int(match["month"]), int(match["day"])), text[match.end():]
+        when = _time(match["time"], int(match["year"]), int(match["month"]), int(match["day"]))
+        return when, text[match.end():].lstrip(" -|:")
     return None, text
 
 
@@ -97,6 +98,7 @@ def parse_line(raw: str, source: str, number: int, *, rank: int | None = None, l
             else:
                 local_rank = n
             text = stripped[match.end():]
+            text = text[1:] if text.startswith(" ") else text  # "[rank3]: Traceback": one space is the separator
             continue
         if match := NCCL_HEADER.match(stripped):
             host, pid = host or match["host"], int(match["pid"])

@@ -49,8 +49,15 @@ class LogSource:
 
 
 def _non_text_share(sample: bytes) -> float:
+    """The share of bytes that are not text. NULs do not count: a crashed writer leaves runs of them in
+    a text log (a sparse hole), while a binary file has other tell-tale bytes too; a file of nothing
+    but NULs is binary."""
     if not sample:
         return 0.0
+    rest = sample.replace(b"\x00", b"")
+    if len(rest) < len(sample) // 10:
+        return 1.0
+    sample = rest
     odd = sum(1 for b in sample if b < 9 or 13 < b < 27 or 27 < b < 32)
     try:
         sample.decode("utf-8")
