@@ -29,7 +29,7 @@ from jobs.signatures import prefilter_regex
 SNIFF_BYTES = 8192
 BINARY_SHARE = 0.3  # a file is refused only when this share of its first bytes is not text
 PREFILTER_BYTES = 32 * 1024 * 1024  # larger plain files are prefiltered with GNU grep
-EDGE_BYTES = 256 * 1024  # of a prefiltered file, its head and tail are still read whole
+EDGE_BYTES = 128 * 1024  # of a prefiltered file, its head and tail are read whole (launch lines, the summary)
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".json")
 RANK_IN_NAME = re.compile(r"(?:rank|worker|proc|process|gpu)[-_.]?(\d+)|^(\d+)$", re.IGNORECASE)
 ATTEMPT = re.compile(r"attempt_(\d+)$")
@@ -159,35 +159,37 @@ def _text_lines(handle: IO[bytes]) -> Iterator[tuple[int, str]]:
 
 
 def _grep_lines(path: Path) -> Iterator[tuple[int, str]] | None:
-    """Numbered lines: the whole head and tail, and between them what GNU grep keeps. None without grep.
-
-    The numbers order the lines; in the tail they continue from the last middle line, not exact."""
+    """Lines numbered by their byte offset: the whole head and tail, and between them what GNU grep
+    keeps (``grep -b``: offsets cost grep nothing, line numbers would). None without grep."""
     grep = shutil.which("grep")
     if grep is None:
         return None
     size = path.stat().st_size
     tail_start = max(EDGE_BYTES, size - EDGE_BYTES)
 
+    def edge(handle: IO[bytes], start: int, length: int, skip_first: bool) -> Iterator[tuple[int, str]]:
+        handle.seek(start)
+        data = handle.read(length)
+        lines = data.split(b"\n")
+        offset = start
+        for index, raw in enumerate(lines[:-1] if length < size else lines):
+            if not (skip_first and index == 0):
+                yield offset, raw.decode("utf-8", "replace")
+            offset += len(raw) + 1
+
     def lines() -> Iterator[tuple[int, str]]:
         with path.open("rb") as handle:
-            head = handle.read(EDGE_BYTES).decode("utf-8", "replace").splitlines()
-        yield from enumerate(head[:-1], 1)
-        last = len(head)
-        command = [grep, "-a", "-n", "-b", "-E", prefilter_regex(), str(path)]
+            yield from edge(handle, 0, EDGE_BYTES, False)
+        command = [grep, "-a", "-b", "-E", prefilter_regex(), str(path)]
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               env={**os.environ, "LC_ALL": "C"}) as process:
             assert process.stdout is not None
             for raw in io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace", newline="\n"):
-                number, _, rest = raw.partition(":")
-                offset, _, text = rest.partition(":")
-                if number.isdigit() and offset.isdigit() and EDGE_BYTES <= int(offset) < tail_start:
-                    last = int(number)
-                    yield last, text
+                offset, _, text = raw.partition(":")
+                if offset.isdigit() and EDGE_BYTES <= int(offset) < tail_start:
+                    yield int(offset), text
         with path.open("rb") as handle:
-            handle.seek(tail_start)
-            tail = handle.read().decode("utf-8", "replace").splitlines()[1:]
-        for index, line in enumerate(tail, 1):
-            yield last + index, line
+            yield from edge(handle, tail_start, size - tail_start, True)
 
     return lines()
 

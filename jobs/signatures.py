@@ -71,6 +71,6 @@ def worth_reading(text: str) -> bool:
 
 @cache
 def prefilter_regex() -> str:
-    """One POSIX extended regex for `grep -E`: any literal, or a line of torchrun's failure summary."""
-    escaped = [re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", lit) for lit in literals()]
-    return "|".join(escaped + [r"^ *(rank|exitcode|host|time|error_file|traceback) *:", r"^ *\[[0-9]+\]: *$"])
+    """One POSIX extended regex for `grep -E` over the middle of a big log (``grep_literals``)."""
+    data = json.loads(resources.files("jobs").joinpath("data/signatures.json").read_text(encoding="utf-8"))
+    return "|".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", lit) for lit in data["grep_literals"])
