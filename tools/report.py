@@ -14,27 +14,59 @@ from tools.env_vars import ifname_matches
 from tools.redact import mask_json
 
 BUNDLE_VERSION = 1
-_STYLE = {"ok": "green", "problem": "bold red", "unavailable": "dim", "error": "red", "timed_out": "yellow"}
 
 
 class BundleError(ValueError):
     """A file that is not a readable traindoc bundle."""
 
 
-def render_table(results: list[ProbeResult]) -> Any:
-    """A rich Table: probe, verdict, summary, evidence (the findings' evidence, else the raw facts, shortened)."""
-    from rich.table import Table  # only `traindoc probe` pays for rich
-    from rich.text import Text  # Text, not markup: log lines like "[rank3]:" must print verbatim
+def evidence_lines(evidence: Any, prefix: str = "", limit: int = 40) -> list[str]:
+    """A probe's raw facts as `key: value` lines, nested keys joined with dots (like collect_env)."""
+    lines: list[str] = []
 
-    table = Table(title="traindoc probes", show_lines=True)
-    for column in ("probe", "verdict", "summary", "evidence"):
-        table.add_column(column, overflow="fold")
+    def walk(value: Any, key: str) -> None:
+        if len(lines) >= limit:
+            return
+        if isinstance(value, dict) and value:
+            for name, item in value.items():
+                walk(item, f"{key}.{name}" if key else str(name))
+        elif isinstance(value, list) and value and any(isinstance(v, dict | list) for v in value):
+            for index, item in enumerate(value):
+                walk(item, f"{key}[{index}]")
+        elif key:
+            lines.append(f"{key}: {_value(key, value)}")
+
+    walk(evidence, prefix)
+    return lines[:limit]
+
+
+def _value(key: str, value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and key.endswith("bytes"):
+        return f"{value / 2**30:.1f} GiB" if value >= 2**30 else f"{value / 2**20:.1f} MiB"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "(none)"
+    if isinstance(value, dict):
+        return "(none)"
+    return _shorten(str(value), 160)
+
+
+def render_report(results: list[ProbeResult]) -> str:
+    """Every probe as readable lines: its verdict and summary, its findings (with the fix), then its
+    evidence as `key: value` lines. Plain text: log lines like "[rank3]:" must print verbatim."""
+    width = max((len(r.probe) for r in results), default=10) + 2
+    out: list[str] = []
     for result in results:
         status = result.status.value
-        evidence = "\n".join(f"{f.code}: {f.evidence}" for f in result.findings) or json.dumps(result.evidence)
-        table.add_row(Text(result.probe), Text(status, style=_STYLE[status]), Text(result.summary),
-                      Text(_shorten(evidence, 400)))
-    return table
+        out.append(f"{result.probe:<{width}}{status.upper() if status == 'problem' else status:<12}{result.summary}")
+        for finding in result.findings:
+            out.append(f"    {finding.severity}: {finding.code}: {finding.summary}")
+            if finding.evidence:
+                out.append(f"        evidence: {_shorten(finding.evidence, 300)}")
+            if finding.fix:
+                out.append(f"        fix: {finding.fix}")
+        out.extend(f"    {line}" for line in evidence_lines(result.evidence))
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 def bundle(results: list[ProbeResult], ctx: ProbeContext | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
         return _compare(args.compare, args.json, console)
     from tools.base import ProbeContext
     from tools.registry import run_probes
-    from tools.report import bundle, render_table
+    from tools.report import bundle, render_report
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
@@ -34,7 +34,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(bundle(results, context), ensure_ascii=False, indent=1))
     else:
-        console.print(render_table(results))
+        console.print(render_report(results), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

@@ -18,13 +18,21 @@ def node(torch="2.5.1+cu124", nccl="2.21.5", ifname="eth0", nics=("eth0", "lo"),
     ]
 
 
-def test_render_table_prints_all_rows_verbatim():
-    console = Console(width=200, record=True)
-    results = node() + [ProbeResult("log_grep", Status.PROBLEM, "[rank3]: CUDA out of memory")]
-    console.print(report.render_table(results))
+def test_report_prints_every_probe_verbatim_with_readable_evidence():
+    console = Console(width=80, record=True)
+    results = node() + [ProbeResult("log_grep", Status.PROBLEM, "[rank3]: CUDA out of memory"),
+                        ProbeResult("disk_and_memory", Status.OK, "ok", (), {"disks": {"/ckpt": {"free_bytes": 3 * 2**30}}})]
+    console.print(report.render_report(results), markup=False, highlight=False, soft_wrap=True)
     text = console.export_text()
-    for name in ("gpu_inventory", "env_vars", "log_grep", "problem", "[rank3]: CUDA out of memory"):
+    for name in ("gpu_inventory", "env_vars", "log_grep", "PROBLEM", "[rank3]: CUDA out of memory"):
         assert name in text
+    lines = text.splitlines()
+    assert "    driver_version: 550.54.15" in lines
+    assert "    gpus[0].name: NVIDIA H100 80GB HBM3" in lines
+    assert "    report.torch: 2.5.1+cu124" in lines
+    assert "    interfaces: eth0, lo" in lines
+    assert "    disks./ckpt.free_bytes: 3.0 GiB" in lines
+    assert not any(line.lstrip().startswith("{") for line in lines)  # no JSON squeezed into a cell
 
 
 def test_bundle_round_trip_masks_secrets(tmp_path):
