@@ -30,6 +30,24 @@ def _max_backticks(lines: list[str]) -> int:
     return best
 
 
+def diagnosis_text(diagnosis: JobDiagnosis) -> str:
+    """Plain lines for a model's tool result: the diagnosis, never the raw log."""
+    root = diagnosis.root_cause
+    lines = [f"kind: {diagnosis.kind}; ranks seen: {len(diagnosis.ranks)}"]
+    if root is not None:
+        lines.append(f"root cause: {root.category}; rank: {root.rank}; host: {root.host}; where: {root.where}; "
+                     f"confidence: {root.confidence}")
+        lines.append(f"summary: {root.summary}")
+        lines.extend(f"evidence: {line[:300]}" for line in root.evidence[:5])
+    lines.extend(f"symptom ({s.category}): {s.summary}" for s in diagnosis.symptoms)
+    if diagnosis.why_consequences:
+        lines.append(f"why the rest are consequences: {diagnosis.why_consequences}")
+    if diagnosis.collective:
+        lines.append(f"collective: {diagnosis.collective}")
+    lines.extend(f"next evidence: {item}" for item in diagnosis.next_evidence)
+    return "\n".join(lines)
+
+
 def diagnosis_markdown(diagnosis: JobDiagnosis) -> str:
     root = diagnosis.root_cause
     if root is None:

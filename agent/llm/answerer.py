@@ -57,10 +57,14 @@ def answer_with_model(
     started = time.perf_counter()
     redactor = Redactor(mode="strict" if settings.redact_mode == "strict" else "default")
     toolbox = Toolbox(retriever=retriever, probe_context=probe_context, redactor=redactor,
-                      probe_names=probe_names, on_event=on_event, top_k=settings.top_k)
+                      probe_names=probe_names, on_event=on_event, top_k=settings.top_k, job=question.job,
+                      hang_timeout_s=settings.probe_timeout_s)
     messages = [{"role": m["role"], "content": redactor.redact(m["content"])} for m in question.history]
     user = question.text
-    if question.log_errors:
+    if question.job is not None and question.job.root_cause is not None:
+        user += ("\n\nLogs are attached: call job_triage first; it names the rank that failed first. Lead with "
+                 "that root cause, not with the timeouts that followed it.")
+    elif question.log_errors:
         user += "\n\nError lines from the attached log:\n" + "\n".join(question.log_errors[:30])
     if question.log_paths:
         user += "\n\nLog files you may pass to log_grep: " + ", ".join(str(p) for p in question.log_paths)
@@ -93,5 +97,5 @@ def answer_with_model(
         question=question.text, answer=text, citations=grounded.citations, findings=findings,
         no_match=not grounded.citations and not toolbox.chunks, backend=describe(settings),
         timings_ms={"total": (time.perf_counter() - started) * 1000}, id=question.id, steps=steps,
-        grounded=grounded.grounded,
+        grounded=grounded.grounded, diagnosis=toolbox.live_job or question.job,  # traindoc's own, never the model's
     )

@@ -36,11 +36,14 @@ class Toolbox:
     probe_context: Any | None  # tools.base.ProbeContext, None when probes are off
     redactor: Redactor
     probe_names: list[str] = field(default_factory=list)
+    job: Any | None = None  # jobs.diagnosis.JobDiagnosis of the attached logs
+    hang_timeout_s: float = 10.0
     on_event: EventSink = ignore
     top_k: int = 5
     steps: list[Step] = field(default_factory=list)
     chunks: dict[str, Any] = field(default_factory=dict)  # chunk_id -> Hit actually shown to the model
     probes: dict[str, Any] = field(default_factory=dict)  # probe name -> ProbeResult actually shown
+    live_job: Any | None = None  # the hang snapshot, when the model took one
     _cache: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _started: int = 0
@@ -115,6 +118,39 @@ class Toolbox:
             args["path"] = path
         return self._call(name, args, work)
 
+    def job_triage(self) -> str:
+        def work() -> str:
+            if self.job is None:
+                return "NO LOGS: the user attached no job logs to triage"
+            return self._record_job("job_triage", self.job)
+
+        return self._call("job_triage", {}, work)
+
+    def hang_snapshot(self, pid: int = 0) -> str:
+        def work() -> str:
+            from jobs.hang import snapshot_job
+
+            if self.probe_context is None:
+                return "REFUSED: probes are turned off for this question; no snapshot was taken"
+            diagnosis = snapshot_job(pid or None, timeout_s=self.hang_timeout_s)
+            if diagnosis is None:
+                return "NO JOB: no training processes run on this machine"
+            self.live_job = diagnosis
+            return self._record_job("hang_snapshot", diagnosis)
+
+        return self._call("hang_snapshot", {"pid": pid} if pid else {}, work)
+
+    def _record_job(self, name: str, diagnosis: Any) -> str:
+        """The diagnosis as a probe-like result, so it can be cited as [probe:NAME] and grounded."""
+        from jobs.render import diagnosis_text
+        from tools.base import Finding, ProbeResult, Status
+
+        root = diagnosis.root_cause
+        finding = Finding(f"ROOT_CAUSE_{root.category.upper()}" if root else "NO_ROOT_CAUSE", "problem",
+                          root.summary if root else "no failure found", "; ".join(root.evidence[:3]) if root else "")
+        self.probes[name] = ProbeResult(name, Status.PROBLEM if root else Status.OK, finding.summary, (finding,))
+        return f"[probe:{name}]\n" + diagnosis_text(diagnosis)
+
     def langchain_tools(self) -> list[Any]:
         from langchain_core.tools import StructuredTool
 
@@ -125,6 +161,20 @@ class Toolbox:
                 "headed by its id [doc:ID]; cite them with that id. Query with the error message or the symptom.",
             )
         ]
+        if self.job is not None:
+            tools.append(StructuredTool.from_function(
+                func=self.job_triage, name="job_triage",
+                description="The attached job logs read as a whole: which rank failed first (the root cause), which "
+                "errors are only consequences (timeouts, lost peers, SIGTERM), the timeline. Call it first when logs "
+                "are attached. Cite it as [probe:job_triage].",
+            ))
+        if self.probe_context is not None:
+            tools.append(StructuredTool.from_function(
+                func=self.hang_snapshot, name="hang_snapshot",
+                description="Read-only stack snapshot of every rank of a hung training job on this machine (py-spy): "
+                "which ranks wait in which collective, which rank is elsewhere. pid: the launcher or a worker, 0 for "
+                "all. Cite it as [probe:hang_snapshot].",
+            ))
         from tools.registry import PROBES
 
         for name in self.probe_names:
