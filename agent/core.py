@@ -210,8 +210,10 @@ class Troubleshooter:
         if snapshot is not None:
             try:
                 live = snapshot.result()
-            except TraindocError as exc:
+            except TraindocError as exc:  # e.g. ptrace not permitted: said once, the answer goes on
                 log.warning("hang snapshot: %s", exc)
+            except Exception as exc:  # a snapshot that breaks must not cost the user the answer
+                log.debug("hang snapshot failed", exc_info=exc)
             timings["hang_snapshot"] = (time.perf_counter() - started) * 1000
         logged = question.job
         if live is not None and (logged is None or logged.root_cause is None
