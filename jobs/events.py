@@ -26,6 +26,7 @@ SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|trac
 LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")
 NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
 WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
+C10_RANK = re.compile(r"\bRank (?P<rank>\d+)\]")
 PROCESS_PID = re.compile(r"(?:Sending process|PID|pid:?) (?P<pid>\d+)")
 COLLECTIVE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
@@ -210,8 +211,10 @@ class EventCollector:
     def _rank(self, line: LogLine) -> int | None:
         if line.rank is not None:
             return line.rank
-        if line.pid is not None:
-            return self.job.pid_rank.get(line.pid)
+        if line.pid is not None and line.pid in self.job.pid_rank:
+            return self.job.pid_rank[line.pid]
+        if match := C10_RANK.search(line.text):  # "[Rank 3] Watchdog caught ..." / "[PG ID 0 ... Rank 3]"
+            return int(match["rank"])
         return None
 
     def _native_frame(self, line: LogLine, native: re.Match[str]) -> None:

@@ -69,7 +69,8 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool) -> tup
     if len(body) > room:
         body = body[:room - 1] + [{"type": "context", "elements": [
             {"type": "mrkdwn", "text": "_answer shortened for Slack: ask the same question with `ask` for all of it_"}]}]
-    fallback = redact(answer.answer)[:300]
+    lead = answer.diagnosis.root_cause.summary if answer.diagnosis and answer.diagnosis.root_cause else answer.answer
+    fallback = redact(lead)[:300]
     return fallback, head + body + tail
 
 

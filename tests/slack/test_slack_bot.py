@@ -138,6 +138,21 @@ def test_attached_log_is_downloaded_with_the_bot_token_and_drives_the_answer(bot
     assert "Watchdog caught collective operation timeout" in text
 
 
+def test_attached_rank_logs_are_one_job_and_the_root_cause_leads(bot: Bot) -> None:
+    rank0 = "step 3\nRuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting " \
+            "10000ms for recv operation to complete\n"
+    rank1 = 'step 3\nTraceback (most recent call last):\n  File "/job/train.py", line 35, in collate\nKeyError: \'target\'\n'
+    files = []
+    for rank, log in ((0, rank0), (1, rank1)):
+        name = f"rank{rank}-{new_ts()}.log"
+        files.append({"id": f"FR{rank}", "name": f"rank{rank}.log", "size": len(log), "url_private_download": bot.fake.add_file(name, log)})
+    ts, answer = ask(bot, "why did the job die?", files=files)
+    text = blocks_text(answer)
+    assert text.index("rank 1 raised KeyError: 'target'") < text.index("rank 0 timed out waiting"), text[:1500]
+    assert "consequences of rank 1's failure" in text
+    assert "rank 1 raised KeyError" in answer["text"]  # the notification text names the cause too
+
+
 def test_attachment_over_the_size_limit_is_not_downloaded(bot: Bot) -> None:
     name = f"huge-{new_ts()}.log"
     url = bot.fake.add_file(name, NCCL_WATCHDOG)

@@ -32,6 +32,28 @@ def test_nccl_watchdog_log_cites_the_timeout_section(web_page, tmp_path: Path) -
     assert "Watchdog caught collective operation timeout" in page.inner_text("#chat")
 
 
+CASCADE = """[default0]:step 3 loss 2.1
+[default2]:Traceback (most recent call last):
+[default2]:  File "/job/train.py", line 35, in collate
+[default2]:KeyError: 'target'
+[default0]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete
+[default1]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242
+"""
+
+
+def test_a_job_log_leads_with_the_rank_that_failed_first(web_page, tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(CASCADE)
+    page = web_page.page
+    _upload(page, log)
+    page.locator("#log", has_text="job").wait_for()
+    ask(page, "why did my job die?")
+    chat = page.inner_text("#chat")
+    root = chat.index("rank 2 raised KeyError: 'target'")
+    assert root < chat.index("rank 0 timed out waiting"), chat[-1500:]
+    assert "consequences of rank 2's failure" in chat
+
+
 def test_binary_upload_gets_a_clear_message(web_page, web_server, tmp_path: Path) -> None:
     blob = tmp_path / "model.bin"
     blob.write_bytes(bytes(range(256)) * 64)
@@ -40,7 +62,7 @@ def test_binary_upload_gets_a_clear_message(web_page, web_server, tmp_path: Path
     page.locator("#log", has_text="model").wait_for()
     ask(page, "why did training stop?", expect_error=True)
     chat = page.inner_text("#chat")
-    assert "binary file, not a text log" in chat and "'model.bin'" in chat, chat[-500:]
+    assert "mostly binary, not a text log" in chat and "'model.bin'" in chat, chat[-500:]
     assert "Traceback" not in chat and "internal error" not in chat
     assert "binary" in page.inner_text("#status")
     _still_serving(page)
@@ -82,7 +104,9 @@ def test_over_limit_file_is_refused_by_the_handler_too(tmp_path: Path) -> None:
         read_upload(str(big), 1)
     small = tmp_path / "ok.log"
     small.write_text(WATCHDOG)
-    head, errors, paths = read_upload(str(small), 1)
-    assert errors and paths == (small,) and "Watchdog" in head
-    assert read_upload(None, 1) == ("", [], ())
+    reading, paths = read_upload(str(small), 1)
+    assert reading.errors and paths == (small,) and "Watchdog" in reading.head
+    assert reading.diagnosis is not None and reading.diagnosis.collective == "ALLREDUCE SeqNum=1"
+    empty, none = read_upload(None, 1)
+    assert (empty.head, empty.errors, empty.diagnosis, none) == ("", [], None, ())
     assert os.path.exists(big)
