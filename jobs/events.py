@@ -26,6 +26,7 @@ SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|trac
 LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")
 NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
 WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
+WHAT = re.compile(r"^(?:terminate called after throwing an instance of '[\w:]+'\s*)?what\(\):\s*")  # C++ exceptions
 C10_RANK = re.compile(r"\bRank (?P<rank>\d+)\]")
 PROCESS_PID = re.compile(r"(?:Sending process|PID|pid:?) (?P<pid>\d+)")
 COLLECTIVE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
@@ -86,11 +87,14 @@ class JobEvents:
 
 
 def user_frame(frames: list[tuple[str, int, str]]) -> tuple[str | None, str | None]:
-    """("file.py:LINE", function) of the deepest frame outside libraries."""
-    for path, line, func in reversed(frames):
-        if not LIBRARY_PATH.search(path):
-            return f"{path.rsplit('/', 1)[-1]}:{line}", func
-    return None, None
+    """("file.py:LINE", function) of the deepest frame outside libraries; a comprehension or lambda is
+    named by the function that holds it."""
+    user = [(path, line, func) for path, line, func in frames if not LIBRARY_PATH.search(path)]
+    if not user:
+        return None, None
+    path, line, func = user[-1]
+    named = next((f for _, _, f in reversed(user) if not f.startswith("<") or f == "<module>"), func)
+    return f"{path.rsplit('/', 1)[-1]}:{line}", named
 
 
 def collective_call(frames: list[tuple[str, int, str]]) -> str | None:
@@ -152,7 +156,7 @@ class EventCollector:
             self._native_frame(line, native)
             return
         if (found := meaning(text)) is not None:
-            self._add(line, text.strip(), [], found_kind=found.kind)
+            self._add(line, WHAT.sub("", text.strip()), [], found_kind=found.kind)
 
     # -- pieces ------------------------------------------------------------------------------------
     def _learn(self, line: LogLine) -> None:

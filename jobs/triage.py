@@ -192,9 +192,11 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     same_rank = [e for e in roots if e.rank == first.rank]
     specific = [e for e in same_rank if e.category != "exception" and abs(e.order - first.order) < 400]
     chosen = min(specific, key=lambda e: e.order) if specific and first.category == "exception" else first
-    if chosen is not first:
-        chosen.where = chosen.where or first.where
-        chosen.func = chosen.func or first.func
+    if chosen.where is None:  # a chained exception: the user's frame is in the traceback printed next
+        near = [e for e in same_rank if e.where and abs(e.order - chosen.order) < 400]
+        if near:
+            donor = min(near, key=lambda e: abs(e.order - chosen.order))
+            chosen.where, chosen.func, chosen.frames = donor.where, donor.func, chosen.frames or donor.frames
     ranks_with_it = {e.rank for e in roots if e.category == chosen.category and e.rank is not None}
     world = _rank_world(job)
     every = len(ranks_with_it) >= 2 and ranks_with_it >= world
