@@ -73,20 +73,33 @@ def diagnosis_markdown(diagnosis: JobDiagnosis) -> str:
 
 
 def demote_timeout_fixes(body: str, job: JobDiagnosis) -> str:
-    """When a rank failed first, a fix that raises a timeout only delays the next failure: such
-    blocks go after the others, under a note that says why."""
+    """When the logs name a root cause, a line that only raises a timeout delays the next failure: such
+    lines (with the comment that introduces them) leave the fix blocks, a block left with nothing to
+    run goes, and a note says why."""
     root = job.root_cause
     if root is None or root.category == "unknown" or "### Fixes" not in body:
         return body
     head, _, rest = body.partition("### Fixes")
     fixes_text, marker, tail = rest.partition("\n### ")
-    blocks = re.split(r"(?m)^(?=\*\*\d+\.\*\* )", fixes_text.strip("\n"))
-    keep = [b for b in blocks if b.strip() and not TIMEOUT_FIX.search(b)]
-    later = [b for b in blocks if b.strip() and TIMEOUT_FIX.search(b)]
-    if not later:
+    blocks = [b for b in re.split(r"(?m)^(?=\*\*\d+\.\*\* )", fixes_text.strip("\n")) if b.strip()]
+    kept, removed = [], False
+    for block in blocks:
+        lines = block.splitlines()
+        out: list[str] = []
+        for line in lines:
+            if TIMEOUT_FIX.search(line) and not line.lstrip().startswith("**"):
+                removed = True
+                if out and out[-1].lstrip().startswith("#"):
+                    out.pop()  # the comment that introduced it
+                continue
+            out.append(line)
+        code = [x for x in out if x.strip() and not x.lstrip().startswith(("```", "#", "**", ">"))]
+        if code:
+            kept.append("\n".join(out))
+    if not removed:
         return body
-    renumbered = [re.sub(r"^\*\*\d+\.\*\*", f"**{i}.**", b, count=1) for i, b in enumerate(keep + later, 1)]
-    note = ("> Raising a timeout is not the fix here: the job failed because of the root cause above; "
-            "a longer timeout only makes the next failure take longer.\n\n")
-    fixes = "".join(renumbered[: len(keep)]) + (note if later else "") + "".join(renumbered[len(keep):])
-    return head + "### Fixes\n" + fixes.rstrip("\n") + "\n" + (marker + tail if marker else "")
+    renumbered = [re.sub(r"^\*\*\d+\.\*\*", f"**{i}.**", b, count=1) for i, b in enumerate(kept, 1)]
+    note = ("> A longer timeout is left out of these fixes: the logs name the root cause above, and a longer "
+            "timeout would only make the next failure take longer.\n\n")
+    fixes = note + "\n\n".join(b.rstrip("\n") for b in renumbered)
+    return head + "### Fixes\n" + fixes.rstrip("\n") + "\n" + ("\n### " + tail if marker else "")

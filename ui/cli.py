@@ -100,6 +100,14 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     probe.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-probe time limit (default 10)")
     probe.add_argument("--compare", type=Path, nargs="+", metavar="BUNDLE",
                        help="compare bundles from several nodes instead of probing this machine")
+    hang = commands.add_parser("hang", help="what every rank of a hung job is doing now (read-only stack snapshot)")
+    hang.add_argument("--pid", type=int, metavar="PID", help="the job's launcher (torchrun) or one of its workers")
+    hang.add_argument("--json", action="store_true", help='print {"diagnosis": ..., "groups": ...} as one JSON object')
+    hang.add_argument("--native", action="store_true", help="also C/C++/CUDA frames (py-spy --native; pauses each rank briefly)")
+    hang.add_argument("--debug-server", metavar="URL",
+                      help="rank 0's torch debug server (start_debug_server, port 25999): every rank on every node")
+    hang.add_argument("--fr-dir", type=Path, metavar="DIR", help="Flight Recorder dumps (TORCH_FR_DUMP_TEMP_FILE) to analyse")
+    hang.add_argument("--timeout", type=float, default=10.0, metavar="S", help="time limit for each rank's stack (default 10)")
     return parser
 
 
@@ -172,8 +180,8 @@ def _ask(argv: Sequence[str] | None) -> int:
     if not question_text and not (reading.head.strip() or reading.errors or reading.diagnosis):
         raise UsageError("no question given", hint='try: ask "why is NCCL hanging"')
     if not question_text:
-        job = reading.diagnosis
-        lead = job.search_lines[0] if job and job.root_cause and job.root_cause.category != "unknown" and job.search_lines else ""
+        job = reading.diagnosis  # no question: the root cause is what to ask about, not the loudest line
+        lead = job.root_cause.summary if job and job.root_cause and job.root_cause.category != "unknown" else ""
         question_text = lead or (reading.errors[0] if reading.errors else reading.head.strip().splitlines()[0])
     files = tuple(p for p in args.log if p.is_file())
     question = Question(
@@ -307,6 +315,10 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         from ui.probe_cli import run_probe_command
 
         return run_probe_command(args)
+    if args.command == "hang":
+        from ui.hang_cli import run_hang_command
+
+        return run_hang_command(args)
     raise UsageError(f"unknown command {args.command!r}")
 
 

@@ -1,0 +1,50 @@
+"""The diagnosis leads the answer; a fix that only raises a timeout never survives when a rank failed first."""
+
+from __future__ import annotations
+
+from jobs.diagnosis import JobDiagnosis, RootCause
+from jobs.render import demote_timeout_fixes, diagnosis_markdown
+
+BODY = """### Likely cause: NCCL timeout [1]
+
+### Fixes
+**1.** from [1] NCCL timeout:
+
+```bash
+# raise the timeout
+export NCCL_TIMEOUT=1800
+# see where it stops
+export NCCL_DEBUG=INFO
+```
+
+**2.** from [2] init:
+
+```python
+dist.init_process_group("nccl", timeout=timedelta(seconds=3600))
+```
+
+### See also
+- [2] init"""
+
+
+def _job(category: str, rank: int | None) -> JobDiagnosis:
+    return JobDiagnosis("log", RootCause(category, rank, f"rank {rank} raised KeyError: 'x`y'", evidence=["KeyError: 'x```y'"]))
+
+
+def test_timeout_lines_leave_the_fixes_when_a_rank_failed_first() -> None:
+    out = demote_timeout_fixes(BODY, _job("exception", 2))
+    fixes = out[out.index("### Fixes"):out.index("### See also")]
+    assert "NCCL_TIMEOUT" not in fixes and "timedelta" not in fixes and "# raise the timeout" not in fixes
+    assert "export NCCL_DEBUG=INFO" in fixes and "**1.**" in fixes and "**2.**" not in fixes
+    assert "A longer timeout is left out" in fixes
+    assert out.endswith("- [2] init")
+
+
+def test_when_nothing_can_tell_the_fixes_stay() -> None:
+    assert demote_timeout_fixes(BODY, _job("unknown", None)) == BODY
+
+
+def test_evidence_with_backticks_cannot_close_its_fence() -> None:
+    text = diagnosis_markdown(_job("exception", 2))
+    assert "````text\nKeyError: 'x```y'\n````" in text
+    assert text.index("Root cause") < text.index("KeyError")
