@@ -3,7 +3,8 @@
 Every job gets a free port on 127.0.0.1, a session of its own (so one ``killpg`` reaches torchrun, its
 workers and their DataLoader workers), a hard wall-clock limit, and that whole group SIGKILLed afterwards,
 whatever happened. torchrun runs with ``--tee 3 --log-dir``, so one run leaves both shapes a user has: the
-console (``combined.log``, lines prefixed ``[defaultN]:``) and torchrun's per-rank folder (``logdir/``).
+console (``combined.log``, lines prefixed ``[defaultN]:``) and torchrun's per-rank folder (``logdir/``);
+a job with ``tee=False`` leaves the console of a plain ``torchrun train.py`` instead.
 The environment is built from scratch: loopback only, one OpenMP thread, caches under the job's folder.
 """
 
@@ -41,6 +42,8 @@ class JobSpec:
     nproc: int = 2
     args: tuple[str, ...] = ()  # to the script; "{folder}" is the job's folder
     launch: Launch = "static"
+    launcher: tuple[str, ...] = ()  # more torchrun flags
+    tee: bool = True  # False: torchrun's default console (no [defaultN]: prefixes, no per-rank files)
     stage1: tuple[str, ...] = ()  # a script (and args) run first, alone, without torchrun
     tmpfs_kb: int | None = None  # mount a tmpfs this small as $CKPT_DIR
     env: tuple[tuple[str, str | None], ...] = ()  # changes to the job's environment (None: unset)
@@ -69,6 +72,8 @@ class JobResult:
         return sorted(self.logdir.glob("*/attempt_*/*/std*.log"))
 
 
+EVERY_RANK = ("--monitor-interval", "5")
+
 # Slowest first, so that a pool of three finishes soonest.
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("straggler", "straggler.py", nproc=3),
@@ -81,11 +86,16 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("exception", "exception.py", nproc=3),
     JobSpec("oom", "oom.py", nproc=3),
     JobSpec("nan", "nan.py"),
+    JobSpec("exception_plain", "exception.py", nproc=3, tee=False),
+    JobSpec("nan_plain", "nan.py", tee=False),
     JobSpec("dataloader_worker", "dataloader_worker.py"),
     JobSpec("disk_full", "disk_full.py", tmpfs_kb=1024),
     JobSpec("disk_full_fileobj", "disk_full.py", args=("--file-object",), tmpfs_kb=1024),
-    JobSpec("checkpoint", "checkpoint.py", args=("--resume", "{folder}/stage1.pt"), stage1=("pretrain.py", "{folder}/stage1.pt")),
-    JobSpec("bad_arguments", "bad_arguments.py", args=("--learning-rate", "0.1", "--epochs", "2")),
+    # Every rank fails alike: torchrun's old 5 s monitor interval (0.1 s now) lets each print its error before
+    # the launcher stops the rest, so the log shows every rank's failure, whatever the machine's load.
+    JobSpec("checkpoint", "checkpoint.py", args=("--resume", "{folder}/stage1.pt"), stage1=("pretrain.py", "{folder}/stage1.pt"),
+            launcher=EVERY_RANK),
+    JobSpec("bad_arguments", "bad_arguments.py", args=("--learning-rate", "0.1", "--epochs", "2"), launcher=EVERY_RANK),
     JobSpec("port_in_use", "train.py", launch="held_port"),
     JobSpec("healthy", "train.py"),
 )
@@ -216,7 +226,8 @@ def run_job(spec: JobSpec, out: Path) -> JobResult:
             if code != 0:
                 raise RuntimeError(f"{spec.name}: stage 1 {stage1} failed ({code}): {(folder / 'stage1.log').read_text()}")
         command = [PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
-                   *launcher_args(spec, port), "--tee", "3", "--log-dir", str(folder / "logdir"),
+                   *launcher_args(spec, port), *spec.launcher, *(["--tee", "3"] if spec.tee else []),
+                   "--log-dir", str(folder / "logdir"),
                    str(FAULTS / spec.script), *_fill(spec.args, folder)]
         code = _run_group(command, env, folder, folder / "combined.log", spec.limit_s)
     return JobResult(spec.name, folder, code, round(time.monotonic() - start, 1), command=command)

@@ -7,7 +7,9 @@ A triage that blames the wrong rank fails here: the guilty rank is rank 1 or 2 w
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ import pytest
 from clikit import CliRunner
 
 Source = Literal["combined", "logdir", "files"]
-WORKER_SOURCES: tuple[Source, ...] = ("combined", "logdir")
+WORKER_SOURCES: tuple[Source, ...] = ("combined", "logdir", "files")
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,13 @@ class Expect:
 
 HANG = "my torchrun job hangs at startup, nothing happens"
 EXPECTED: tuple[Expect, ...] = (
-    Expect("exception", "exception", 1, ("combined", "logdir", "files")),
+    Expect("exception", "exception", 1),
+    Expect("exception_plain", "exception", 1, ("combined",)),
     Expect("oom", "oom", 2),
-    Expect("straggler", "straggler", 1, ("combined", "logdir", "files")),
+    Expect("straggler", "straggler", 1),
     Expect("collective_mismatch", "collective_mismatch", 1),
-    Expect("nan", "nan", 1, ("combined", "logdir", "files")),
+    Expect("nan", "nan", 1),
+    Expect("nan_plain", "nan", 1, ("combined",)),
     Expect("dataloader_worker", "dataloader_worker", 1),
     Expect("disk_full", "disk_full", 0),  # rank 0 is the one that saves
     Expect("disk_full_fileobj", "disk_full", 0),
@@ -97,14 +101,26 @@ def _fault_line(script: str) -> int:
     return next(i for i, line in enumerate(lines, 1) if "# fault:" in line)
 
 
+def _left_behind(out: Path) -> list[str]:
+    """Processes whose working directory is in a job's folder, and mounts under it."""
+    left = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")).is_relative_to(out):
+                left.append(f"pid {proc.name}: {(proc / 'cmdline').read_bytes().replace(bytes(1), b' ')[:200]!r}")
+    mounts = Path("/proc/mounts").read_text(encoding="utf-8") if Path("/proc/mounts").exists() else ""
+    return left + [line for line in mounts.splitlines() if str(out) in line]
+
+
 def test_jobs_ran_as_designed(jobs: jobkit.JobPool) -> None:
-    """Each job failed (the healthy one did not), by itself and within its limit."""
+    """Each job failed (the healthy one did not), by itself or at its limit; nothing of it outlived it."""
     for name, result in jobs.results().items():
         if result.skipped:
             continue
         spec = jobkit.SPECS[name]
         expected = 0 if name == "healthy" else (None if spec.limit_s < 60 else 1)
         assert result.returncode == expected, f"{name}: exit {result.returncode}\n{result.combined.read_text()[-3000:]}"
+    assert not _left_behind(jobs.out.resolve()), _left_behind(jobs.out.resolve())
 
 
 @pytest.mark.parametrize(("expect", "source"), ROWS)
@@ -116,9 +132,10 @@ def test_triage_names_the_root_cause(jobs: jobkit.JobPool, expect: Expect, sourc
     assert (root["category"], root["rank"]) == (expect.category, expect.rank), _show(diagnosis)
 
 
-@pytest.mark.parametrize("source", ["combined", "logdir", "files"])
-def test_exception_points_at_the_raise(jobs: jobkit.JobPool, source: Source) -> None:
-    diagnosis = _diagnose(_paths(_job(jobs, "exception"), source), "why did it crash?")
+@pytest.mark.parametrize(("job", "source"), [("exception", "combined"), ("exception", "logdir"), ("exception", "files"),
+                                             ("exception_plain", "combined")])
+def test_exception_points_at_the_raise(jobs: jobkit.JobPool, job: str, source: Source) -> None:
+    diagnosis = _diagnose(_paths(_job(jobs, job), source), "why did it crash?")
     root = diagnosis["root_cause"]
     assert root["where"] and root["where"].endswith(f"exception.py:{_fault_line('exception.py')}"), _show(diagnosis)
     assert "KeyError" in root["summary"], _show(diagnosis)
@@ -154,3 +171,5 @@ def test_cli_leads_with_the_root_cause(jobs: jobkit.JobPool, cli: CliRunner, job
     assert "Root cause" in plain.stdout, plain.stdout[:3000]
     before = plain.stdout.split("Root cause", 1)[0]
     assert not TIMEOUT_ADVICE.search(before), plain.stdout[:3000]
+    first_fix = re.search(r"(?ms)^\s*Fixes\s*$(.*?)(?=^\s*2\. |\Z)", plain.stdout)
+    assert not (first_fix and TIMEOUT_ADVICE.search(first_fix.group(1))), plain.stdout[:5000]

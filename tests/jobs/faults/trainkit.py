@@ -51,7 +51,7 @@ def make_model(features: int = 16, hidden: int = 32) -> nn.Module:
 
 def make_loader(dataset: Dataset[Any], batch_size: int = 16, collate_fn: Callable[..., Any] | None = None,
                 num_workers: int = 0) -> DataLoader[Any]:
-    sampler = DistributedSampler(dataset, shuffle=True, seed=0)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, shuffle=True, seed=0)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate_fn, num_workers=num_workers)
 
 
