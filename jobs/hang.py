@@ -125,7 +125,7 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
     from jobs import procs
     from jobs.pyspy import dump_many
 
-    job = procs.select_job(pid, proc_root or procs.PROC)
+    job = procs.select_job(pid, proc_root or procs.PROC, timeout_s=min(5.0, timeout_s))
     if job is None:
         return None
     host = socket.gethostname()
@@ -152,7 +152,13 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
             error = f"py-spy found no thread in pid {worker.pid}"
         stacks.append(RankStack(worker.rank if worker.rank is not None else index, thread.frames if thread else (),
                                 worker.pid, host, error))
-    return analyse_stacks(stacks, world_size=job.world_size, source=source, job=job.describe(), native=native)
+    snapshot = analyse_stacks(stacks, world_size=job.world_size, source=source, job=job.describe(), native=native)
+    if job.stuck:
+        pids = ", ".join(map(str, job.stuck[:8]))
+        snapshot.diagnosis.symptoms.append(Symptom("stuck_in_kernel", [], (
+            f"pid {pids} did not answer reads of /proc within {min(5.0, timeout_s):g} s: stuck in the kernel (D state, "
+            "often a GPU driver call); as root, `cat /proc/PID/stack` shows where")))
+    return snapshot
 
 
 def snapshot_from_debug_server(url: str, timeout_s: float = 10.0, *, native: bool = False) -> HangSnapshot:
@@ -292,7 +298,7 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         rank = odd_ranks[0]
         confidence = 0.8 if len(odd_ranks) == 1 else 0.6 if len(odd_ranks) < len(waiting) else 0.4
         why = (f"{_ranks(waiting)} only wait: a collective completes once every rank has called it, and "
-               f"{_ranks(odd_ranks)} {'has' if len(odd_ranks) == 1 else 'have'} not")
+               f"{_ranks(odd_ranks)} {'has' if len(odd_ranks) == 1 else 'have'} not.")
         symptoms = [Symptom("collective_wait", g.ranks, _phrase(g)) for g in coll]
         first = odd[0]
         next_evidence = [f"why {_ranks(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
@@ -308,7 +314,7 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         majority = next(g for g in coll if g not in odd)
         collective = majority.place.text()
         why = (f"every rank must call the same collectives in the same order; {_ranks(majority.ranks)} wait in "
-               f"{majority.place.text()} for ranks that called something else")
+               f"{majority.place.text()} for ranks that called something else.")
         symptoms = [Symptom("collective_wait", majority.ranks, _phrase(majority))]
         next_evidence = [DETAIL_HINT, FR_HINT]
     elif coll and not lost:

@@ -9,6 +9,9 @@ inherit its environment (DataLoader workers, the debug server's frontend, compil
 from __future__ import annotations
 
 import os
+import queue
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +90,7 @@ class Worker:
 class TrainingJob:
     launcher: Launcher | None
     workers: tuple[Worker, ...]  # ordered by rank
+    stuck: tuple[int, ...] = ()  # pids of this machine whose /proc files did not answer (stuck in the kernel)
 
     @property
     def world_size(self) -> int | None:
@@ -107,28 +111,52 @@ class TrainingJob:
         return f"ranks of {self.master or 'an unknown master'}"
 
 
-def read_processes(proc_root: Path = PROC) -> dict[int, ProcInfo]:
-    """Every process we may read; ones that vanish meanwhile or belong to others are skipped."""
-    found: dict[int, ProcInfo] = {}
+def read_processes(proc_root: Path = PROC, timeout_s: float = 5.0) -> tuple[dict[int, ProcInfo], list[int]]:
+    """Every process we may read, and the pids whose /proc files did not answer within ``timeout_s``.
+
+    Reading a process's cmdline or environ takes its memory lock, which a process stuck in the kernel (D state,
+    often inside a GPU driver call: just what a hung job has) can hold forever. So the reads run on a few daemon
+    threads and whatever has not answered by the deadline is left behind and named. Processes that vanish
+    meanwhile or belong to others are skipped."""
     try:
-        entries = list(proc_root.iterdir())
+        entries = [e for e in proc_root.iterdir() if e.name.isdigit()]
     except OSError:
-        return found
+        return {}, []
+    todo: queue.SimpleQueue[Path] = queue.SimpleQueue()
     for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "cmdline").read_bytes()
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
-        if len(fields) < 2:
-            continue
-        argv = tuple(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")) if raw else ()
-        found[int(entry.name)] = ProcInfo(int(entry.name), int(fields[1]), argv, fields[0], _environ(entry),
-                                          _readlink(entry / "exe"))
-    return found
+        todo.put(entry)
+    results: dict[int, ProcInfo | None] = {}
+
+    def work() -> None:
+        while True:
+            try:
+                entry = todo.get_nowait()
+            except queue.Empty:
+                return
+            results[int(entry.name)] = _read_one(entry)
+
+    threads = [threading.Thread(target=work, name="proc-scan", daemon=True) for _ in range(min(8, len(entries)))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    done = dict(results)
+    stuck = sorted(int(e.name) for e in entries if int(e.name) not in done)
+    return {pid: info for pid, info in done.items() if info is not None}, stuck
+
+
+def _read_one(entry: Path) -> ProcInfo | None:
+    try:
+        stat = (entry / "stat").read_text()
+        raw = (entry / "cmdline").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
+    if len(fields) < 2:
+        return None
+    argv = tuple(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")) if raw else ()
+    return ProcInfo(int(entry.name), int(fields[1]), argv, fields[0], _environ(entry), _readlink(entry / "exe"))
 
 
 def _environ(entry: Path) -> dict[str, str]:
@@ -169,19 +197,22 @@ def launcher_kind(argv: Sequence[str]) -> str | None:
     return None
 
 
-def find_jobs(proc_root: Path = PROC, exclude: Sequence[int] = ()) -> list[TrainingJob]:
+def find_jobs(proc_root: Path = PROC, exclude: Sequence[int] = (), timeout_s: float = 5.0) -> list[TrainingJob]:
     """Every training job of this machine: workers grouped by launcher (or by run id and master)."""
-    procs = read_processes(proc_root)
-    return _jobs(procs, _self_and_ancestors(procs, exclude))
+    procs, stuck = read_processes(proc_root, timeout_s)
+    return _jobs(procs, _self_and_ancestors(procs, exclude), stuck)
 
 
-def select_job(pid: int | None = None, proc_root: Path = PROC) -> TrainingJob | None:
+def select_job(pid: int | None = None, proc_root: Path = PROC, timeout_s: float = 5.0) -> TrainingJob | None:
     """The job to snapshot: the one ``pid`` belongs to (the launcher, a worker or a worker's child), or the
     only job on this machine. None when nothing runs; one-line errors for a bad pid or several jobs."""
-    procs = read_processes(proc_root)
+    procs, stuck = read_processes(proc_root, timeout_s)
+    if pid is not None and pid in stuck:
+        raise InputError(f"--pid {pid}: its /proc files did not answer within {timeout_s:g} s (stuck in the kernel, "
+                         f"D state: often a GPU driver call); as root, `cat /proc/{pid}/stack` shows where")
     if pid is not None and pid not in procs:
         raise InputError(f"--pid {pid}: no such process")
-    jobs = _jobs(procs, _self_and_ancestors(procs, ()))
+    jobs = _jobs(procs, _self_and_ancestors(procs, ()), stuck)
     if pid is None:
         if len(jobs) > 1:
             listed = ", ".join(f"pid {j.launcher.pid if j.launcher else j.workers[0].pid}" for j in jobs[:6])
@@ -200,7 +231,7 @@ def select_job(pid: int | None = None, proc_root: Path = PROC) -> TrainingJob | 
                      "and no torchrun/deepspeed launcher above or below it")
 
 
-def _jobs(procs: dict[int, ProcInfo], skip: set[int]) -> list[TrainingJob]:
+def _jobs(procs: dict[int, ProcInfo], skip: set[int], stuck: Sequence[int] = ()) -> list[TrainingJob]:
     launchers = {p.pid: Launcher(p.pid, kind, p.argv) for p in procs.values()
                  if p.pid not in skip and (kind := launcher_kind(p.argv))}
     candidates = {p.pid: p for p in procs.values()
@@ -224,7 +255,7 @@ def _jobs(procs: dict[int, ProcInfo], skip: set[int]) -> list[TrainingJob]:
                                                      env.get("MASTER_PORT"))
         owner[key] = launcher
         grouped.setdefault(key, []).append(_worker(proc))
-    jobs = [TrainingJob(owner[key], tuple(sorted(ws, key=_rank_order))) for key, ws in grouped.items()]
+    jobs = [TrainingJob(owner[key], tuple(sorted(ws, key=_rank_order)), tuple(stuck)) for key, ws in grouped.items()]
     busy = {job.launcher.pid for job in jobs if job.launcher}
     for launcher in launchers.values():
         if launcher.pid in busy:
@@ -232,7 +263,7 @@ def _jobs(procs: dict[int, ProcInfo], skip: set[int]) -> list[TrainingJob]:
         # A launcher above another one (deepspeed's runner above its launch.py) is not a job of its own.
         if any(launcher.pid in _ancestors(procs, other) for other in launchers if other != launcher.pid):
             continue
-        jobs.append(TrainingJob(launcher, ()))
+        jobs.append(TrainingJob(launcher, (), tuple(stuck)))
     jobs.sort(key=lambda j: j.pids[0] if j.pids else 0)
     return jobs
 

@@ -401,3 +401,26 @@ Thread 0x00007fe9c7025b80 (most recent call first):
 ])
 def test_frame_kinds(path: str, kind: str) -> None:
     assert classify(path) == kind
+
+
+def test_a_process_whose_proc_files_never_answer_does_not_stall_the_scan(tmp_path: Path) -> None:
+    root = fake_proc_root(tmp_path, [FakeProc(100, 1, TORCHRUN), FakeProc(101, 100, (PY, "-u", "train.py"), _rank(0))])
+    stuck = root / "102"
+    stuck.mkdir()
+    (stuck / "stat").write_text("102 (python) D 100 102 102 0 -1 0\n")
+    fifo = stuck / "cmdline"
+    os.mkfifo(fifo)  # opening it blocks, as reading a D-state process's cmdline can
+    try:
+        started = time.monotonic()
+        job = procs.select_job(None, root, timeout_s=1.0)
+        assert time.monotonic() - started < 3
+        assert job is not None and [w.pid for w in job.workers] == [101] and job.stuck == (102,)
+        with pytest.raises(InputError, match="--pid 102: its /proc files did not answer within 1 s"):
+            procs.select_job(102, root, timeout_s=1.0)
+    finally:
+        for _ in range(2):  # release the scan threads still blocked on it
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                break
+            time.sleep(0.05)
