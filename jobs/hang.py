@@ -122,6 +122,8 @@ def snapshot_job(pid: int | None = None, *, native: bool = False, timeout_s: flo
 
 def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: float = 10.0,
                   pyspy: str | None = None, proc_root: Path | None = None) -> HangSnapshot | None:
+    """``snapshot_job`` with the groups, for rendering: every rank dumped at once; ConfigError when no rank can
+    be read at all (ptrace refused, py-spy missing), one line that says how to allow it."""
     from jobs import procs
     from jobs.pyspy import dump_many
 
