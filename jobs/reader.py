@@ -72,8 +72,9 @@ def is_mostly_binary(sample: bytes) -> bool:
 
 
 def _rank_from_path(path: Path, root: Path) -> tuple[int | None, int | None]:
-    """(global rank, local rank) that the file's name or folders say."""
-    parts = path.relative_to(root).parts if path != root else (path.name,)
+    """(global rank, local rank) that the file's name or its folders (below ``root``, at most three
+    levels: torchrun's attempt_N/<local_rank>/stderr.log) say."""
+    parts = (path.relative_to(root).parts if path != root else (path.name,))[-3:]
     for index, part in enumerate(reversed(parts)):
         stem = part.split(".")[0]
         match = RANK_IN_NAME.search(stem)
@@ -123,7 +124,7 @@ def job_sources(paths: Sequence[Path]) -> list[LogSource]:
                 rank, local = _rank_from_path(file, path)
                 sources.append(LogSource(file, rank, local))
         else:
-            rank, local = _rank_from_path(path, path.parent)
+            rank, local = _rank_from_path(path.absolute(), Path(path.absolute().anchor))
             sources.append(LogSource(path, rank, local))
     return sources
 
