@@ -24,6 +24,9 @@ SymptomCategory = Literal[
     "killed_by_launcher",  # SIGTERM/SIGKILL torchrun sent to the survivors
     "process_abort",  # NCCL "taking the entire process down", SIGABRT after a watchdog
     "launcher_summary",  # ChildFailedError's block, "first observed failure"
+    "collective_wait",  # live: ranks waiting in a collective for the odd one out
+    "flight_recorder",  # what the Flight Recorder dumps add
+    "stuck_in_kernel",  # live: a process whose /proc reads block (uninterruptible sleep)
 ]
 
 

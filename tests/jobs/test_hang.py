@@ -424,3 +424,21 @@ def test_a_process_whose_proc_files_never_answer_does_not_stall_the_scan(tmp_pat
             except OSError:
                 break
             time.sleep(0.05)
+
+
+# -- ask, as a user would: "my job hangs" on the machine where it hangs --------------------------------------
+
+def test_ask_about_a_hang_snapshots_the_job_and_leads_with_the_straggler(straggler: HungJob, use_shared_index: Path) -> None:
+    from clikit import run_cli
+
+    if len(procs.find_jobs()) != 1:
+        pytest.skip("another training job runs on this machine: ask would (rightly) not guess which one hangs")
+    result = run_cli("ask", "--json", "my training job hangs at the barrier", timeout=120)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    root = answer["diagnosis"]["root_cause"]
+    assert answer["diagnosis"]["kind"] == "hang"
+    assert (root["category"], root["rank"]) == ("straggler", 1)
+    assert answer["answer"].index("rank 1 is in load_shard") < answer["answer"].index("###", 5)
+    assert "hang_snapshot" in answer["timings_ms"]
+    assert straggler.alive()
