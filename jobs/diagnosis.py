@@ -6,6 +6,7 @@ Both the log triage (``jobs.triage``) and the live hang snapshot (``jobs.hang``)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -78,3 +79,34 @@ class JobDiagnosis:
             "collective": self.collective,
             "next_evidence": self.next_evidence,
         }
+
+
+def ranks_text(ranks: Iterable[int]) -> str:
+    """"rank 1", "ranks 0 and 2", "ranks 0-63", "ranks 0-3,7,9-12": how a diagnosis names ranks."""
+    ordered = sorted(set(ranks))
+    if not ordered:
+        return "no rank"
+    if len(ordered) == 1:
+        return f"rank {ordered[0]}"
+    if len(ordered) > 3 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"ranks {ordered[0]}-{ordered[-1]}"
+    if len(ordered) > 6:
+        return f"ranks {span(ordered)}"
+    return "ranks " + ", ".join(str(r) for r in ordered[:-1]) + f" and {ordered[-1]}"
+
+
+def span(ranks: Iterable[int]) -> str:
+    """0-3,7,9-12: contiguous runs collapsed."""
+    ordered = sorted(set(ranks))
+    if not ordered:
+        return ""
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for value in ordered[1:]:
+        if value == prev + 1:
+            prev = value
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = value
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)

@@ -13,103 +13,32 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from common.errors import ConfigError, InputError
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom
 from jobs.flight_recorder import FrFinding
 from jobs.pyspy import Frame
 from jobs.pyspy import main_thread as _main_thread
+from jobs.stacks import (
+    FR_HINT,
+    NATIVE_HINT,
+    NCCL_HINT,
+    NODES_HINT,
+    RENDEZVOUS_EVIDENCE,
+    HangSnapshot,
+    Place,
+    RankStack,
+    StackGroup,
+    analyse_stacks,
+    group_stacks,
+    locate,
+)
 
-COLLECTIVES = frozenset({
-    "barrier", "monitored_barrier", "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
-    "all_gather_object", "all_gather_coalesced", "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor",
-    "_reduce_scatter_base", "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter",
-    "scatter_object_list", "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv", "send_object_list",
-    "recv_object_list", "batch_isend_irecv", "inference_all_reduce",
-})
-RENDEZVOUS = frozenset({
-    "init_process_group", "new_group", "new_subgroups", "init_device_mesh", "rendezvous", "_store_based_barrier",
-    "_create_c10d_store", "_env_rendezvous_handler", "_tcp_rendezvous_handler", "init_distributed",
-    "next_rendezvous", "_rendezvous", "_initialize_workers", "_assign_worker_ranks",
-})
-_DIST_FILES = (("torch/distributed/", "dist"), ("deepspeed/comm/", "deepspeed.comm"))
-
-FR_HINT = ("Flight Recorder traces of every rank name the first collective where ranks diverge: rerun with "
-           "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, "
-           "then `traindoc hang --fr-dir fr/`")
-NCCL_HINT = "NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET) shows which transport and which peer a rank waits on"
-DETAIL_HINT = ("TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collective with the same shapes, "
-               "and names the first rank that does not")
-NATIVE_HINT = "`traindoc hang --native` shows the C++/CUDA frames under the Python ones (inside NCCL, or a CUDA sync)"
-NODES_HINT = ("the ranks on the other nodes: start torch.distributed.debug.start_debug_server() in the job and run "
-              "`traindoc hang --debug-server http://RANK0_HOST:25999`, or run `traindoc hang` on each node")
-
-PlaceKind = Literal["collective", "rendezvous", "elsewhere", "unreadable"]
-
-
-@dataclass(frozen=True)
-class RankStack:
-    """One rank's main-thread stack (innermost first), or why it could not be read."""
-
-    rank: int
-    frames: tuple[Frame, ...] = ()
-    pid: int | None = None
-    host: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class Place:
-    kind: PlaceKind
-    label: str  # "dist.barrier", "load_shard", or the error
-    user: Frame | None = None  # the deepest frame outside site-packages and the standard library
-    inner: Frame | None = None  # the innermost Python frame
-
-    def text(self) -> str:
-        if self.kind == "unreadable":
-            return self.label
-        if self.kind in ("collective", "rendezvous"):
-            if self.user is None:
-                return f"{self.label} in {self.inner.text()}" if self.inner else self.label
-            return f"{self.label} ({self.user.where})"
-        if self.user is None:
-            return self.inner.text() if self.inner else "?"
-        text = f"{self.user.function} ({self.user.where})"
-        if self.inner is not None and self.inner != self.user:
-            text += f", inside {self.inner.text()}"
-        return text
-
-
-@dataclass
-class StackGroup:
-    place: Place
-    ranks: list[int]
-    pids: list[int] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
-    frames: list[str] = field(default_factory=list)  # the shared stack, innermost first
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ranks": self.ranks, "pids": self.pids, "hosts": self.hosts, "kind": self.place.kind,
-                "where": self.place.text(), "user_frame": self.place.user.where if self.place.user else None,
-                "frames": self.frames}
-
-
-@dataclass
-class HangSnapshot:
-    diagnosis: JobDiagnosis
-    groups: list[StackGroup]
-    source: str  # "py-spy on HOST", "debug server URL", "Flight Recorder dumps in DIR"
-    job: str = ""  # "torchrun (pid 123)"
-    flight_recorder: FrFinding | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"diagnosis": self.diagnosis.to_json(), "groups": [g.to_json() for g in self.groups],
-                "source": self.source, "job": self.job,
-                "flight_recorder": self.flight_recorder.to_json() if self.flight_recorder else None}
-
+__all__ = ["HangSnapshot", "RankStack", "analyse_flight_recorder", "analyse_stacks", "group_stacks", "locate",
+           "merge_flight_recorder", "snapshot_from_debug_server", "snapshot_job", "take_snapshot"]
 
 # -- entry points ------------------------------------------------------------------------------------------------
 
@@ -221,131 +150,6 @@ def analyse_flight_recorder(fr_dir: Path, timeout_s: float = 60.0) -> HangSnapsh
     return HangSnapshot(diagnosis, [], f"Flight Recorder dumps in {fr_dir}", flight_recorder=finding)
 
 
-# -- grouping and the verdict ------------------------------------------------------------------------------------
-
-def locate(frames: Sequence[Frame]) -> Place:
-    """Where a stack is: the innermost torch.distributed call (with the user frame that made it), else the
-    deepest user frame."""
-    python = [f for f in frames if f.kind != "native"]
-    user = next((f for f in python if f.kind == "user"), None)
-    inner = python[0] if python else (frames[0] if frames else None)
-    for frame in python:
-        prefix = next((p for marker, p in _DIST_FILES if marker in frame.file.replace("\\", "/")), None)
-        if prefix is None:
-            continue
-        name = frame.function.rsplit(".", 1)[-1]
-        if name in RENDEZVOUS:
-            return Place("rendezvous", f"{prefix}.{name}", user, frame)
-        if name in COLLECTIVES:
-            return Place("collective", f"{prefix}.{name}", user, frame)
-    if user is None and inner is None:
-        return Place("unreadable", "no Python frame")
-    return Place("elsewhere", user.function if user else inner.function if inner else "?", user, inner)
-
-
-def group_stacks(stacks: Sequence[RankStack], *, native: bool = False) -> list[StackGroup]:
-    groups: dict[tuple[Any, ...], StackGroup] = {}
-    for stack in sorted(stacks, key=lambda s: s.rank):
-        if stack.error is not None:
-            place = Place("unreadable", stack.error)
-            key: tuple[Any, ...] = ("unreadable", stack.error)
-        else:
-            place = locate(stack.frames)
-            user_frames = tuple((f.function, f.file, f.line) for f in stack.frames if f.kind == "user")
-            key = (place.kind, place.label, user_frames, place.inner.text() if place.inner else None)
-        group = groups.get(key)
-        if group is None:
-            shown = [f.text() for f in stack.frames if native or f.kind != "native"][:16]
-            group = groups[key] = StackGroup(place, [], frames=shown)
-        group.ranks.append(stack.rank)
-        if stack.pid is not None:
-            group.pids.append(stack.pid)
-        if stack.host and stack.host not in group.hosts:
-            group.hosts.append(stack.host)
-    order = {"collective": 0, "rendezvous": 1, "elsewhere": 2, "unreadable": 3}
-    return sorted(groups.values(), key=lambda g: (order[g.place.kind], -len(g.ranks), g.ranks[0]))
-
-
-def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None, source: str = "",
-                   job: str = "", native: bool = False) -> HangSnapshot:
-    """Groups the ranks' stacks and names the odd ones out (see the module docstring)."""
-    groups = group_stacks(stacks, native=native)
-    by_rank = {s.rank: s for s in stacks}
-    ranks = sorted(by_rank)
-    coll = [g for g in groups if g.place.kind == "collective"]
-    rdv = [g for g in groups if g.place.kind == "rendezvous"]
-    other = [g for g in groups if g.place.kind == "elsewhere"]
-    lost = [g for g in groups if g.place.kind == "unreadable"]
-    summary = "; ".join(_phrase(g) for g in groups)
-    remote = bool(world_size and world_size > len(ranks))
-    symptoms: list[Symptom] = []
-    why = ""
-    collective = coll[0].place.text() if coll else None
-    odd: list[StackGroup] = []
-    if not coll and not rdv and not other:
-        category, rank, confidence = "unknown", None, 0.1
-        next_evidence = [lost[0].place.label] if lost else []
-    elif rdv:
-        category, rank, confidence = "rendezvous", None, 0.7
-        missing = sorted(set(range(world_size or 0)) - set(ranks))
-        if missing:
-            summary += f"; WORLD_SIZE is {world_size} but ranks {_span(missing)} are not here: they must join from other nodes"
-        next_evidence = _RENDEZVOUS_EVIDENCE + ([NODES_HINT] if remote else [])
-        odd = rdv
-    elif coll and other:
-        category = "straggler"
-        odd = other
-        odd_ranks = sorted(r for g in other for r in g.ranks)
-        waiting = sorted(r for g in coll for r in g.ranks)
-        rank = odd_ranks[0]
-        confidence = 0.8 if len(odd_ranks) == 1 else 0.6 if len(odd_ranks) < len(waiting) else 0.4
-        why = (f"{_ranks(waiting)} only wait: a collective completes once every rank has called it, and "
-               f"{_ranks(odd_ranks)} {'has' if len(odd_ranks) == 1 else 'have'} not.")
-        symptoms = [Symptom("collective_wait", g.ranks, _phrase(g)) for g in coll]
-        first = odd[0]
-        next_evidence = [f"why {_ranks(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
-                         f"{first.place.text()}: its full stack (`py-spy dump --pid {first.pids[0] if first.pids else 'PID'}"
-                         f" --native`), its log, the data or file system it reads", DETAIL_HINT]
-    elif len(coll) > 1:
-        category = "collective_mismatch"
-        sizes = sorted(len(g.ranks) for g in coll)
-        minority = [g for g in coll if len(g.ranks) == sizes[0]]
-        odd = minority if sizes[0] < sizes[-1] else coll[1:]
-        rank = odd[0].ranks[0] if len(odd) == 1 and len(odd[0].ranks) == 1 else None
-        confidence = 0.7 if rank is not None else 0.5
-        majority = next(g for g in coll if g not in odd)
-        collective = majority.place.text()
-        why = (f"every rank must call the same collectives in the same order; {_ranks(majority.ranks)} wait in "
-               f"{majority.place.text()} for ranks that called something else.")
-        symptoms = [Symptom("collective_wait", majority.ranks, _phrase(majority))]
-        next_evidence = [DETAIL_HINT, FR_HINT]
-    elif coll and not lost:
-        category, rank = ("unknown", None) if remote else ("network", None)
-        confidence = 0.2 if remote else 0.3
-        if remote:
-            summary += f"; the other {(world_size or 0) - len(ranks)} ranks run on other nodes: one of them may be elsewhere"
-            next_evidence = [NODES_HINT, FR_HINT, NCCL_HINT]
-        else:
-            summary += ": every rank is in the same collective, so none is missing; the collective itself does not complete"
-            next_evidence = [FR_HINT, NCCL_HINT, DETAIL_HINT, NATIVE_HINT]
-    elif coll:
-        category, rank, confidence = "unknown", None, 0.3
-        odd = lost
-        summary += ": the unreadable rank may be the one the others wait for"
-        next_evidence = [lost[0].place.label, FR_HINT]
-    else:
-        category, rank, confidence = "unknown", None, 0.2
-        summary += ": no rank is inside a collective, so this looks less like a distributed hang than slow work on every rank"
-        next_evidence = [NATIVE_HINT, "the job's log: the last line each rank printed"]
-    lead = odd[0] if odd else (coll[0] if coll else groups[0])
-    root = RootCause(category, rank, summary, host=lead.hosts[0] if len(lead.hosts) == 1 else None,
-                     evidence=_evidence(lead, by_rank), where=_where(lead), confidence=confidence)
-    diagnosis = JobDiagnosis(kind="hang", root_cause=root, symptoms=symptoms, timeline=[], ranks=ranks,
-                             why_consequences=why, collective=collective, next_evidence=next_evidence,
-                             search_lines=[summary])
-    return HangSnapshot(diagnosis, groups, source, job)
-
-
 def merge_flight_recorder(snapshot: HangSnapshot, finding: FrFinding) -> None:
     """The analyzer's finding joins the stacks: the collective by sequence number, and a straggler when only
     the dumps show which rank never joined."""
@@ -380,62 +184,6 @@ def _no_workers(job: Any, frames: Sequence[Frame], host: str, source: str) -> Ha
     evidence = [launcher.cmdline[:300]] + [f.text() for f in frames if f.kind != "native"][:5]
     root = RootCause("rendezvous", None, summary, host=host, evidence=evidence, where=place.inner.text() if place.inner else None,
                      confidence=0.6)
-    diagnosis = JobDiagnosis(kind="hang", root_cause=root, next_evidence=_RENDEZVOUS_EVIDENCE + [NODES_HINT],
+    diagnosis = JobDiagnosis(kind="hang", root_cause=root, next_evidence=RENDEZVOUS_EVIDENCE + [NODES_HINT],
                              search_lines=[summary])
     return HangSnapshot(diagnosis, [group], source, job.describe())
-
-
-_RENDEZVOUS_EVIDENCE = [
-    "whether every node started its launcher with the same --nnodes, --nproc-per-node and rendezvous endpoint "
-    "(MASTER_ADDR:MASTER_PORT or --rdzv-endpoint)",
-    "whether the rendezvous endpoint is reachable from every node: `traindoc probe --port MASTER_PORT` on each",
-]
-
-
-def _phrase(group: StackGroup) -> str:
-    many = len(group.ranks) > 1
-    if group.place.kind == "unreadable":
-        return f"{_ranks(group.ranks)}: stack not read ({group.place.label})"
-    verb = ("wait in" if many else "waits in") if group.place.kind != "elsewhere" else ("are in" if many else "is in")
-    return f"{_ranks(group.ranks)} {verb} {group.place.text()}"
-
-
-def _evidence(group: StackGroup, by_rank: dict[int, RankStack]) -> list[str]:
-    if group.place.kind == "unreadable" or not group.ranks:
-        return [group.place.label]
-    stack = by_rank[group.ranks[0]]
-    frames = [f for f in stack.frames if f.kind != "native"] or list(stack.frames)
-    user = [f for f in frames if f.kind == "user"]
-    shown = ([frames[0]] if frames and frames[0].kind != "user" else []) + user
-    return [f"rank {stack.rank}: {f.text()}" for f in shown[:6]]
-
-
-def _where(group: StackGroup) -> str | None:
-    place = group.place
-    return place.user.where if place.user else (place.inner.text() if place.inner else None)
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    ranks = sorted(ranks)
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    if len(ranks) > 3 and ranks == list(range(ranks[0], ranks[-1] + 1)):
-        return f"ranks {ranks[0]}-{ranks[-1]}"
-    if len(ranks) > 6:
-        return f"ranks {_span(ranks)}"
-    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
-
-
-def _span(ranks: Sequence[int]) -> str:
-    """0-3,7,9-12: contiguous runs collapsed."""
-    parts: list[str] = []
-    ordered = sorted(ranks)
-    start = prev = ordered[0] if ordered else 0
-    for value in ordered[1:] + [None]:  # type: ignore[list-item]
-        if value is not None and value == prev + 1:
-            prev = value
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else str(start))
-        if value is not None:
-            start = prev = value
-    return ",".join(parts)

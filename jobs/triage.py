@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, TimelineEvent
+from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, TimelineEvent, ranks_text
 from jobs.events import SIGNALS, Event, JobEvents, collect
 from jobs.lines import LogLine
 from jobs.reader import read_job
@@ -37,18 +37,6 @@ SYMPTOM_WORDS = {  # (one rank, several ranks)
     "killed_by_launcher": ("was stopped by the launcher (SIGTERM)", "were stopped by the launcher (SIGTERM)"),
     "process_abort": ("aborted itself after the collective failure", "aborted themselves after the collective failure"),
 }
-
-
-def _ranks(ranks: Iterable[int]) -> str:
-    items = sorted(set(ranks))
-    if not items:
-        return "no rank"
-    if len(items) == 1:
-        return f"rank {items[0]}"
-    if len(items) > 6:
-        return f"ranks {items[0]}-{items[-1]} ({len(items)})" if items == list(range(items[0], items[-1] + 1)) \
-            else f"{len(items)} ranks ({', '.join(map(str, items[:5]))}, ...)"
-    return "ranks " + ", ".join(map(str, items[:-1])) + f" and {items[-1]}"
 
 
 def _clock(when: datetime | None) -> str:
@@ -137,7 +125,7 @@ def _symptoms(events: list[Event], exclude: Event | None) -> list[Symptom]:
             continue
         one, many = SYMPTOM_WORDS.get(category, (category, category))
         where = f" in {calls[category].most_common(1)[0][0]}" if category in calls else ""
-        who = _ranks(ranks) if ranks else "other ranks"
+        who = ranks_text(ranks) if ranks else "other ranks"
         words = one if len(ranks) == 1 else many
         symptoms.append(Symptom(category, sorted(ranks), f"{who} {words}{where}"))
     return symptoms
@@ -237,7 +225,7 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         minority_call = min(counts, key=lambda c: counts[c])
         minority = sorted(r for r, c in calls.items() if c == minority_call)
         rank = minority[0] if len(minority) == 1 else None
-        summary = (f"ranks waited in different collectives: {_ranks(minority)} in {minority_call}, the others in "
+        summary = (f"ranks waited in different collectives: {ranks_text(minority)} in {minority_call}, the others in "
                    f"{max(counts, key=lambda c: counts[c])}: the ranks do not call the same collectives in the same order")
         root = RootCause("collective_mismatch", rank, summary, evidence=[f"rank {r}: {c}" for r, c in sorted(calls.items())],
                          confidence=0.6)
@@ -245,9 +233,9 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         rank = min(suspects) if len(suspects) == 1 else None
         where = Counter(calls.values()).most_common(1)[0][0] if calls else (collective or "a collective")
         state = " and was stopped by the launcher" if suspects <= stopped else ""
-        summary = (f"{_ranks(suspects)} never reached {where}{state}, while {_ranks(waited)} waited there and timed out: "
-                   f"{_ranks(suspects)} is the straggler (slow, stuck or in other code)")
-        root = RootCause("straggler", rank, summary, evidence=[f"{_ranks(waited)} timed out in {where}"],
+        summary = (f"{ranks_text(suspects)} never reached {where}{state}, while {ranks_text(waited)} waited there and timed out: "
+                   f"{ranks_text(suspects)} is the straggler (slow, stuck or in other code)")
+        root = RootCause("straggler", rank, summary, evidence=[f"{ranks_text(waited)} timed out in {where}"],
                          confidence=0.65 if rank is not None else 0.45)
     else:
         where = collective or (Counter(calls.values()).most_common(1)[0][0] if calls else "a collective")
