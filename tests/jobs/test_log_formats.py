@@ -172,6 +172,11 @@ def test_a_log_that_stops_after_launch_reads_as_rendezvous_when_it_hangs(tmp_pat
         ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "cuda_error"),
         ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "arch_mismatch"),
         ("node1:11:22 [0] NCCL WARN NET/IB : Got async event : port error", "network"),
+        ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+         "initializing the engine.", "oom"),
+        ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+         "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5", "config"),
+        ("ncclUnhandledCudaError: Call to CUDA function failed.", "cuda_error"),
     ],
 )
 def test_root_cause_categories(tmp_path: Path, line: str, category: str) -> None:
