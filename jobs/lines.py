@@ -35,7 +35,7 @@ SUMMARY_TIME = re.compile(r"time\s*:\s*(?P<date>\d{4}-\d\d-\d\d)_(?P<time>\d\d:\
 
 @dataclass(frozen=True)
 class LogLine:
-    source: str  # the file (or "<stdin>") it came from
+    source: str  # the file (or "standard input") it came from
     number: int  # 1-based line number in that source
     text: str  # the message with every prefix removed
     rank: int | None = None  # global rank, when a prefix or the file's place says it

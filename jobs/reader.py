@@ -45,7 +45,7 @@ class LogSource:
 
     @property
     def name(self) -> str:
-        return str(self.path) if self.path is not None else "<stdin>"
+        return str(self.path) if self.path is not None else "standard input"
 
 
 def _non_text_share(sample: bytes) -> float:

@@ -81,9 +81,9 @@ def _folder(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda tmp: tmp / "missing.log", "log file not found"),
-        (_folder, "is a folder, not a file"),
-        (_binary, "looks like a binary file"),
+        (lambda tmp: tmp / "missing.log", "log not found"),
+        (_folder, "no log files (.log, .txt, .out, .err, .gz) in folder"),  # a folder is read as torchrun's --log-dir
+        (_binary, "is mostly binary, not a text log"),
         pytest.param(_unreadable, "permission denied",
                      marks=pytest.mark.skipif(AS_ROOT, reason="root can read a chmod 000 file")),
     ],
@@ -101,7 +101,7 @@ def test_unusable_log_file_is_one_clear_error(cli, tmp_path, make, message):
 def test_binary_on_stdin_is_refused(cli):
     result = cli("ask", "why", input=b"\x00\x01\x02" * 1000)
     assert result.returncode == 1
-    assert "standard input looks binary" in one_error_line(result)
+    assert "standard input is mostly binary" in one_error_line(result)
 
 
 def test_latin1_log_is_still_answered(cli, tmp_path, use_shared_index):
