@@ -22,8 +22,10 @@ log = logging.getLogger("traindoc")
 
 ASK_EPILOG = """examples:
   ask "why is NCCL hanging"
-  ask --log train.log "why did it crash"
+  ask --log train.log "why did it crash"          (the job is triaged: the rank that failed first leads)
+  ask --log logs/ "why did it crash"              (a torchrun --log-dir folder; or --log per rank, .gz too)
   cat train.log | ask "why did it crash"
+  ask "my job hangs at the barrier"               (on the job's machine: every rank's stack, read-only)
   ask --json "CUDA out of memory with ZeRO-3"
   ask --batch cases.jsonl --json --no-probes     (one JSON answer per line, in order)
 
@@ -68,7 +70,8 @@ def _ask_parser() -> argparse.ArgumentParser:
 
 
 def _traindoc_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="traindoc", description="traindoc administration: build the index, evaluate retrieval.")
+    parser = _Parser(prog="traindoc", description="traindoc: build the index, probe this machine, snapshot a hung job, "
+                     "evaluate retrieval, serve the web chat or the Slack bot.")
     parser.add_argument("--debug", action="store_true", help="log details and tracebacks to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     index = commands.add_parser("index", help="index the documents (incremental); PATHs add your own runbooks")
