@@ -17,7 +17,9 @@ from typing import Any
 from agent.answer import Answer, Citation
 from agent.compose import compose
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
+from agent.facts import Facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
+from common.language import language_of, say
 from common.settings import Settings, contain_caches
 from jobs.diagnosis import JobDiagnosis
 
@@ -89,8 +91,8 @@ class Troubleshooter:
         if self._retriever is not None:
             return self._retriever
         from corpus.retrieval import Retriever
-        from corpus.snapshot import read_snapshot, write_snapshot
-        from corpus.store import VectorStore, local_index_exists
+        from corpus.snapshot import current_without_store, read_snapshot, record_store_version, write_snapshot
+        from corpus.store import local_index_exists
 
         if not local_index_exists(self.settings):
             log.info("no index yet: building it from %s", ", ".join(map(str, self.settings.corpus_paths)))
@@ -98,31 +100,42 @@ class Troubleshooter:
             for source, reason in report.skipped:
                 log.warning("skipped %s: %s", source, reason)
         embedder = self.embedder()
-        store = VectorStore(self.settings, embedder, create=False)
         snapshot = read_snapshot(self.settings)
-        if snapshot is None or snapshot.version != store.version:
-            snapshot = write_snapshot(self.settings, store.all_chunks(), store.version)
+        if not current_without_store(self.settings, snapshot, embedder.name):
+            # The store of record (chromadb) is opened only when the snapshot is stale or from a server.
+            from corpus.store import VectorStore
+
+            store = VectorStore(self.settings, embedder, create=False)
+            if (snapshot is None or snapshot.version != store.version or snapshot.vectors is None
+                    or snapshot.embed_model != embedder.name):
+                snapshot = write_snapshot(self.settings, store.all_chunks(), store.version, store.vectors(), embedder.name)
+            if self.settings.chroma_url is None:
+                record_store_version(self.settings, store.version)
+        assert snapshot is not None
         if not snapshot.chunks:
             raise IndexMissingError("the index is empty", hint="run `traindoc index`")
-        self._retriever = Retriever(snapshot, store, embedder)
+        self._retriever = Retriever(snapshot, snapshot, embedder)
         return self._retriever
 
     # -- the core ------------------------------------------------------------
     def ask(self, question: Question, *, mode: str = "hybrid", on_event: EventSink = ignore) -> Answer:
         """The one entry point of every front end. Events stream as the answer is made."""
         if self.settings.backend != "offline" and mode == "hybrid":
-            from agent.llm.answerer import ModelFailure
+            from agent.llm.failure import ModelFailure
+            from agent.llm.modes import answer_with_llm
 
             try:
-                answer = self._ask_model(question, on_event)
+                answer = answer_with_llm(self.settings, question, on_event, model=self._chat_model,
+                                         agent=lambda: self._ask_model(question, on_event),
+                                         explain=lambda: self._explain(question, on_event))
             except ModelFailure as exc:
-                notice = f"{exc.message}; showing the offline answer"
+                notice = exc.notice(language_of(question.text))
                 log.debug("%s", notice)
                 on_event(Notice(notice))
-                answer = self._ask_offline(question, mode, on_event)
+                answer = self._compose(exc.facts if exc.facts is not None else self._gather(question, mode, on_event))
                 answer.notice = notice
         else:
-            answer = self._ask_offline(question, mode, on_event)
+            answer = self._compose(self._gather(question, mode, on_event))
         on_event(FinalAnswer(answer))
         return answer
 
@@ -141,7 +154,19 @@ class Troubleshooter:
         answer = answer_with_model(self.settings, question, retriever, context, names, on_event, model=self._chat_model)
         return answer
 
-    def _ask_offline(self, question: Question, mode: str, on_event: EventSink) -> Answer:
+    def _explain(self, question: Question, on_event: EventSink) -> Answer:
+        """Explain mode: traindoc gathers the facts as the offline path does; the model writes from them."""
+        from agent.llm.explain import explain, explainable
+
+        facts = self._gather(question, "hybrid", on_event)
+        if not explainable(facts):  # no section, no problem, no root cause: nothing a model could ground
+            answer = self._compose(facts)
+            answer.notice = say("nothing_to_explain", language_of(question.text))
+            return answer
+        return explain(self.settings, facts, on_event, model=self._chat_model)
+
+    def _gather(self, question: Question, mode: str, on_event: EventSink) -> Facts:
+        """Retrieval, probes, the job's diagnosis (log triage or live hang snapshot): the facts of an answer."""
         timings: dict[str, float] = {}
         started = time.perf_counter()
         text = question.search_text()
@@ -168,25 +193,33 @@ class Troubleshooter:
         if result.no_match:
             citations = []
         findings = []
+        results: list[Any] = []
         if diagnosis is not None:
             from agent.diagnose import finding_views, relevant_results
 
             results = relevant_results(diagnosis, text) if question.bundle else diagnosis.results
             findings = finding_views(results, citations)
-        t0 = time.perf_counter()
-        errors = question.log_errors or result.error_lines
-        source = f"the machine in {question.bundle.name}" if question.bundle else "this machine"
-        shown_errors = [] if job is not None and job.root_cause is not None else errors
-        body = compose(question.text, citations, findings, result.no_match, result.recognised, shown_errors, source)
+        return Facts(question, citations, findings, results, result.no_match,
+                     result.recognised, question.log_errors or result.error_lines, job,
+                     question.bundle.name if question.bundle else "", timings, started)
+
+    def _compose(self, facts: Facts) -> Answer:
+        """The offline answer: traindoc's own words (in the question's language) around the quoted sections."""
+        t0, question, job, timings = time.perf_counter(), facts.question, facts.job, facts.timings
+        lang = language_of(question.text)
+        source = say("bundle_machine", lang, name=facts.machine) if facts.machine else say("this_machine", lang)
+        shown_errors = [] if job is not None and job.root_cause is not None else facts.errors
+        body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
+                       source)
         if job is not None and job.root_cause is not None:
             from jobs.render import demote_timeout_fixes, diagnosis_markdown
 
-            body = diagnosis_markdown(job) + "\n\n" + demote_timeout_fixes(body, job)
+            body = diagnosis_markdown(job, lang) + "\n\n" + demote_timeout_fixes(body, job, lang)
         timings["compose"] = (time.perf_counter() - t0) * 1000
-        timings["total"] = (time.perf_counter() - started) * 1000
+        timings["total"] = (time.perf_counter() - facts.started) * 1000
         return Answer(
-            question=question.text, answer=body, citations=citations, findings=findings,
-            no_match=result.no_match, timings_ms=timings, error_lines=errors, recognised=result.recognised,
+            question=question.text, answer=body, citations=facts.citations, findings=facts.findings,
+            no_match=facts.no_match, timings_ms=timings, error_lines=facts.errors, recognised=facts.recognised,
             id=question.id, diagnosis=job,
         )
 

@@ -121,7 +121,7 @@ def _index_locked(
     rebuild: bool,
     progress: bool,
 ) -> IndexReport:
-    from corpus.snapshot import read_snapshot, write_snapshot
+    from corpus.snapshot import read_snapshot, record_store_version, write_snapshot
 
     embedder = embed()
     roots = _registered_roots(settings, paths)
@@ -196,8 +196,9 @@ def _index_locked(
     if version != store.version:
         store.set_version(version)
     current = read_snapshot(settings)
-    if current is None or current.version != version:
-        write_snapshot(settings, stored_chunks, version)
+    if current is None or current.version != version or current.vectors is None or current.embed_model != embedder.name:
+        write_snapshot(settings, stored_chunks, version, store.vectors(), embedder.name)
+    record_store_version(settings, version)
     report.chunks_total = len(stored_chunks)
     if not report.skipped:
         _write_manifest(settings, embedder.name, version, hashes, len(stored_chunks))

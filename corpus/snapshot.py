@@ -12,8 +12,9 @@ import os
 import pickle
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from corpus.families import catalogue, catalogue_version, covered
 from corpus.lexical import BM25Index, tokenize
 from corpus.store import StoredChunk, snapshot_path
 
-FORMAT = "6"
+FORMAT = "7"
 log = logging.getLogger(__name__)
 
 
@@ -74,6 +75,18 @@ class KnowledgeSnapshot:
     families: np.ndarray  # chunks x catalogue families: does the chunk cover the family?
     boilerplate: np.ndarray  # navigation sections (related files, contacts, see also): not answers
     format: str = ""
+    vectors: np.ndarray | None = None  # chunks x dims, unit length: dense search without opening the store
+    embed_model: str = ""  # the model the vectors come from
+
+    def nearest(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) of the nearest chunks, from the snapshot's own vectors."""
+        if self.vectors is None or not len(self.chunks):
+            return []
+        similarity = self.vectors @ np.asarray(vector, dtype=np.float32)
+        limit = min(limit, len(similarity))
+        top = np.argpartition(-similarity, limit - 1)[:limit]
+        top = top[np.argsort(-similarity[top])]
+        return [(self.chunks[i].chunk_id, float(similarity[i])) for i in top]
 
     def position(self) -> dict[str, int]:
         return {c.chunk_id: i for i, c in enumerate(self.chunks)}
@@ -95,7 +108,8 @@ def _code_error_lines(text: str) -> list[str]:
     return error_lines(lines, limit=20)
 
 
-def build_snapshot(chunks: Sequence[StoredChunk], version: str) -> KnowledgeSnapshot:
+def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors: Mapping[str, np.ndarray] | None = None,
+                   embed_model: str = "") -> KnowledgeSnapshot:
     ordered = sorted(chunks, key=lambda c: (c.source, c.section, c.part))
     documents = [tokenize(f"{c.section}\n{c.text}") for c in ordered]
     headings = [tokenize(c.section.split(PATH_SEPARATOR, 1)[-1]) for c in ordered]
@@ -109,9 +123,14 @@ def build_snapshot(chunks: Sequence[StoredChunk], version: str) -> KnowledgeSnap
             families[row, names.index(name)] = True
     navigation = re.compile(_glossary_data()["boilerplate_headings"], re.IGNORECASE)
     boilerplate = np.array([bool(navigation.match(c.section.split(PATH_SEPARATOR)[-1].strip())) for c in ordered])
+    matrix = None
+    if vectors and all(c.chunk_id in vectors for c in ordered):
+        matrix = np.stack([np.asarray(vectors[c.chunk_id], dtype=np.float32) for c in ordered]) if ordered else None
+        if matrix is not None:
+            matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     return KnowledgeSnapshot(
         version, list(ordered), BM25Index(documents), BM25Index(headings), SignatureIndex(signatures), families,
-        boilerplate, snapshot_format(),
+        boilerplate, snapshot_format(), matrix, embed_model if matrix is not None else "",
     )
 
 
@@ -128,8 +147,9 @@ def snapshot_format() -> str:
     return f"{FORMAT}-{catalogue_version()}-{glossary}"
 
 
-def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: str) -> KnowledgeSnapshot:
-    snapshot = build_snapshot(chunks, version)
+def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: str,
+                   vectors: Mapping[str, np.ndarray] | None = None, embed_model: str = "") -> KnowledgeSnapshot:
+    snapshot = build_snapshot(chunks, version, vectors, embed_model)
     target = snapshot_path(settings)
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".chunks-")
@@ -139,6 +159,30 @@ def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: s
     except OSError as exc:
         log.warning("could not cache the lexical index at %s: %s", target, exc)
     return snapshot
+
+
+def _version_path(settings: Settings) -> Path:
+    return settings.data_dir / "store-version"
+
+
+def record_store_version(settings: Settings, version: str) -> None:
+    """What the local store holds, written by the indexer: a cold query compares it with the snapshot's
+    and, when they agree, never opens the store."""
+    try:
+        _version_path(settings).write_text(version, encoding="utf-8")
+    except OSError as exc:
+        log.warning("could not record the index version: %s", exc)
+
+
+def current_without_store(settings: Settings, snapshot: KnowledgeSnapshot | None, embed_model: str) -> bool:
+    """The snapshot answers alone: a local store at the snapshot's version, vectors of this model."""
+    if snapshot is None or snapshot.vectors is None or settings.chroma_url is not None:
+        return False
+    try:
+        recorded = _version_path(settings).read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return recorded == snapshot.version and snapshot.embed_model == embed_model
 
 
 def read_snapshot(settings: Settings) -> KnowledgeSnapshot | None:

@@ -189,6 +189,15 @@ class VectorStore:
             )
         ]
 
+    def vectors(self) -> dict[str, np.ndarray]:
+        """chunk id -> stored embedding, for the snapshot's store-free dense search."""
+        with _translated("read", self.location):
+            rows = self._collection.get(include=["embeddings"])
+        embeddings = rows.get("embeddings")
+        if embeddings is None:
+            return {}
+        return {chunk_id: np.asarray(vector, dtype=np.float32) for chunk_id, vector in zip(rows["ids"], embeddings, strict=False)}
+
     def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray) -> None:
         if not chunks:
             return

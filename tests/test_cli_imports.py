@@ -42,3 +42,23 @@ def test_ask_help_documents_the_settings(cli):
     for word in ("--log", "--json", "--batch", "--no-probes", "TRAINDOC_DATA_DIR", "TRAINDOC_EMBED_MODEL",
                  "TRAINDOC_CHROMA_URL"):
         assert word in result.stdout
+
+
+OFFLINE_HEAVY = ("torch", "chromadb", "gradio", "langchain", "langchain_core", "langchain_openai", "sentence_transformers",
+                 "transformers")
+
+
+def test_a_cold_offline_answer_imports_no_store_ui_model_framework_or_torch(use_shared_index, tmp_path):
+    """The index is built: a cold `ask --json --no-probes` (also with a job log) answers from the snapshot."""
+    log = tmp_path / "job.log"
+    log.write_text("[default1]:Traceback (most recent call last):\n[default1]:  File \"/job/train.py\", line 3, in step\n"
+                   "[default1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    for argv in (["--json", "--no-probes", "CUDA out of memory with ZeRO-3"], ["--json", "--no-probes", "--log", str(log)]):
+        code = SCRIPT.format(main="ask_main", argv=argv)
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                                check=False)
+        assert result.returncode == 0, result.stderr
+        answer_line, modules_line = result.stdout.strip().splitlines()[-2:]
+        assert json.loads(answer_line)["citations"], answer_line[:300]
+        loaded = {name.split(".")[0] for name in json.loads(modules_line)}
+        assert not loaded & set(OFFLINE_HEAVY), sorted(loaded & set(OFFLINE_HEAVY))
