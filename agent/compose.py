@@ -14,6 +14,7 @@ from functools import cache
 from importlib import resources
 
 from agent.answer import Citation, FindingView
+from common.language import language_of, say
 from corpus.chunking import HEADING, PATH_SEPARATOR
 
 FENCE = re.compile(r"^\s*```")
@@ -131,32 +132,30 @@ def compose(
     probe_source: str = "this machine",
 ) -> str:
     parts: list[str] = []
+    lang = language_of(question)
     problems = [f for f in findings if f.status == "problem"]
     if problems:
-        parts.append(f"### What the probes found on {probe_source}")
+        parts.append(f"### {say('probes_found', lang, source=probe_source)}")
         for finding in problems:
             refs = "".join(f"[{n}]" for n in finding.related)
             parts.append(f"- **{finding.code}** ({finding.probe}): {finding.summary} {refs}".rstrip())
             if finding.fix:
-                parts.append(f"  - Fix: {finding.fix}")
+                parts.append(f"  - {say('fix', lang)}: {finding.fix}")
         parts.append("")
     if error_lines:
-        parts.append("### Error lines found in your input")
+        parts.append(f"### {say('error_lines', lang)}")
         parts.extend(f"- `{line[:160]}`" for line in error_lines[:4])
         parts.append("")
     if no_match:
         what = f" ({', '.join(recognised)})" if recognised else ""
-        parts.append(
-            f"**No match:** nothing in the knowledge base answers this{what}. "
-            "The closest sections are not about this problem, so no fix is suggested from them."
-        )
+        parts.append(say("no_match", lang, what=what))
         if citations:
             nearest = "; ".join(f"{c.source} › {_title(c.section)}" for c in citations[:2])
-            parts.append(f"Nearest (not answers): {nearest}")
+            parts.append(say("nearest", lang, items=nearest))
         return "\n".join(parts).strip()
 
     top = citations[0]
-    parts.append(f"### Likely cause: {_title(top.section)} [{top.n}]")
+    parts.append(f"### {say('likely_cause', lang, title=_title(top.section), n=top.n)}")
     # The top section and the parts of the same problem write-up (its subsections, its siblings).
     family = [top] + [c for c in citations[1:] if _same_problem(top.section, c.section)]
     fixes: list[tuple[str, Citation]] = []
@@ -176,21 +175,21 @@ def compose(
         if citation is top:
             quoted = [block for block in code if not _is_fix(block)]
             if quoted:
-                parts.extend(["The documented error this matches:", "", quoted[0], ""])
+                parts.extend([say("documented_error", lang), "", quoted[0], ""])
         fixes.extend((block, citation) for block in code if _is_fix(block))
     parts.append("")
     fixes = _dedupe(fixes)[: MAX_FIX_BLOCKS + 1]
     if fixes:
-        parts.append("### Fixes")
+        parts.append(f"### {say('fixes', lang)}")
         for i, (block, citation) in enumerate(fixes, 1):
-            parts.append(f"**{i}.** from [{citation.n}] {_title(citation.section)}:")
+            parts.append(say("fix_item", lang, i=i, n=citation.n, title=_title(citation.section)))
             parts.append("")
             parts.append(block)
             parts.append("")
     for note, where in notes.items():
-        parts.append(f"> **Stale advice corrected in {where}.** {note}")
+        parts.append(f"> **{say('stale', lang, where=where)}** {note}")
         parts.append("")
     if len(citations) > 1:
-        parts.append("### See also")
+        parts.append(f"### {say('see_also', lang)}")
         parts.extend(f"- [{c.n}] {_title(c.section)}" for c in citations[1:])
     return "\n".join(parts).strip()

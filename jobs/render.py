@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 
+from common.language import Lang, say
 from jobs.diagnosis import JobDiagnosis
 
 TIMEOUT_FIX = re.compile(r"(?i)NCCL_TIMEOUT|timeout\s*=|TIMEOUT=|--timeout|timedelta\(")
 
-LEAD = {
-    "log": "What the job's logs say",
-    "hang": "What every rank is doing now",
-}
+LEAD = {"log": "lead_log", "hang": "lead_hang"}  # phrase keys (common/data/phrases.json)
 
 
 def _fence(lines: list[str]) -> list[str]:
@@ -48,38 +46,39 @@ def diagnosis_text(diagnosis: JobDiagnosis) -> str:
     return "\n".join(lines)
 
 
-def diagnosis_markdown(diagnosis: JobDiagnosis) -> str:
+def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
     root = diagnosis.root_cause
     if root is None:
         return ""
-    parts = [f"### {LEAD.get(diagnosis.kind, 'Diagnosis')}", ""]
+    parts = [f"### {say(LEAD.get(diagnosis.kind, 'lead_other'), lang)}", ""]
     if root.category == "unknown":
-        parts.append(f"**The evidence cannot name a cause yet:** {root.summary}.")
+        parts.append(say("cannot_name", lang, summary=root.summary))
     else:
-        who = f"rank {root.rank}" if root.rank is not None else "no single rank"
-        parts.append(f"**Root cause ({root.category}, {who}, confidence {root.confidence:.1f}):** {root.summary}")
+        who = say("rank", lang, rank=root.rank) if root.rank is not None else say("no_single_rank", lang)
+        parts.append(say("root_cause", lang, category=root.category, who=who, confidence=root.confidence, summary=root.summary))
     if root.evidence:
         parts.extend(["", *_fence([line[:300] for line in root.evidence[:6]])])
     if diagnosis.why_consequences:
         parts.extend(["", diagnosis.why_consequences])
     elif diagnosis.symptoms:
-        parts.extend(["", "Also seen: " + "; ".join(s.summary for s in diagnosis.symptoms) + "."])
+        parts.extend(["", say("also_seen", lang, items="; ".join(s.summary for s in diagnosis.symptoms))])
     if diagnosis.collective and root.category in ("unknown", "straggler", "collective_mismatch", "network"):
-        parts.append(f"The collective the ranks waited in: `{diagnosis.collective}`.")
+        parts.append(say("collective", lang, collective=diagnosis.collective))
     if diagnosis.next_evidence:
-        parts.extend(["", "**What would tell:**"])
+        parts.extend(["", say("what_would_tell", lang)])
         parts.extend(f"- {item}" for item in diagnosis.next_evidence)
     return "\n".join(parts).strip()
 
 
-def demote_timeout_fixes(body: str, job: JobDiagnosis) -> str:
+def demote_timeout_fixes(body: str, job: JobDiagnosis, lang: Lang = "en") -> str:
     """When the logs name a root cause, a line that only raises a timeout delays the next failure: such
     lines (with the comment that introduces them) leave the fix blocks, a block left with nothing to
     run goes, and a note says why."""
     root = job.root_cause
-    if root is None or root.category == "unknown" or "### Fixes" not in body:
+    heading = f"### {say('fixes', lang)}"
+    if root is None or root.category == "unknown" or heading not in body:
         return body
-    head, _, rest = body.partition("### Fixes")
+    head, _, rest = body.partition(heading)
     fixes_text, marker, tail = rest.partition("\n### ")
     blocks = [b for b in re.split(r"(?m)^(?=\*\*\d+\.\*\* )", fixes_text.strip("\n")) if b.strip()]
     kept, removed = [], False
@@ -99,7 +98,6 @@ def demote_timeout_fixes(body: str, job: JobDiagnosis) -> str:
     if not removed:
         return body
     renumbered = [re.sub(r"^\*\*\d+\.\*\*", f"**{i}.**", b, count=1) for i, b in enumerate(kept, 1)]
-    note = ("> A longer timeout is left out of these fixes: the logs name the root cause above, and a longer "
-            "timeout would only make the next failure take longer.\n\n")
+    note = say("timeout_left_out", lang) + "\n\n"
     fixes = note + "\n\n".join(b.rstrip("\n") for b in renumbered)
-    return head + "### Fixes\n" + fixes.rstrip("\n") + "\n" + ("\n### " + tail if marker else "")
+    return head + heading + "\n" + fixes.rstrip("\n") + "\n" + ("\n### " + tail if marker else "")

@@ -10,31 +10,33 @@ from rich.markdown import Markdown
 
 from agent.answer import Answer
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
+from common.language import language_of, say
 
 
 def print_answer(answer: Answer, console: Console | None = None) -> None:
     console = console or Console()
     if answer.notice:
-        console.print(f"[yellow]note:[/yellow] {answer.notice}", highlight=False)
+        console.print(f"[yellow]{say('note', language_of(answer.question))}:[/yellow] {answer.notice}", highlight=False)
     console.print(Markdown(answer.answer))
     _print_sources(answer, console)
 
 
 def _print_sources(answer: Answer, console: Console) -> None:
+    lang = language_of(answer.question)
     if answer.citations:
         console.print()
-        console.print("[bold]Sources[/bold]")
+        console.print(f"[bold]{say('sources', lang)}[/bold]")
         for citation in answer.citations:
             console.print(f"  [{citation.n}] {citation.source} › {citation.section}", markup=False, highlight=False)
     if answer.findings:
         console.print()
-        console.print("[bold]Probe evidence[/bold]")
+        console.print(f"[bold]{say('probe_evidence', lang)}[/bold]")
         for finding in answer.findings:
             refs = "".join(f"[{n}]" for n in finding.related)
             console.print(f"  {finding.probe}: {finding.status}: {finding.code}: {finding.summary} {refs}".rstrip(),
                           markup=False, highlight=False)
     if answer.grounded is False:
-        console.print("[bold yellow]warning:[/bold yellow] no citation in this answer could be verified")
+        console.print(f"[bold yellow]{say('warning', lang)}:[/bold yellow] {say('unverified', lang)}")
 
 
 class StreamPrinter:
@@ -65,7 +67,11 @@ class StreamPrinter:
             self._text += event.text
             self._ensure_live().update(Markdown(self._text))
         elif isinstance(event, Notice):
-            self.console.print(f"[yellow]note:[/yellow] {event.text}", highlight=False)
+            if self._live is not None:  # what streamed so far is superseded (a fallback or explain mode follows)
+                self._live.stop()
+                self._live = None
+            self._text = ""
+            self.console.print(f"[yellow]{say('note', language_of(event.text))}:[/yellow] {event.text}", highlight=False)
         elif isinstance(event, FinalAnswer):
             if self._live is not None:
                 self._live.stop()
