@@ -46,6 +46,7 @@ class Answer:
     grounded: bool | None = None  # agent mode: whether any citation survived grounding
     notice: str | None = None  # e.g. "model unreachable: offline answer"
     diagnosis: JobDiagnosis | None = None  # the job read as a whole (log triage or live hang snapshot)
+    mode: str | None = None  # with a model: "agent" (it called the tools) or "explain" (it wrote from traindoc's facts)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -68,6 +69,8 @@ class Answer:
             data["steps"] = self.steps
         if self.grounded is not None:
             data["grounded"] = self.grounded
+        if self.mode is not None:
+            data["mode"] = self.mode
         if self.notice:
             data["notice"] = self.notice
         return data

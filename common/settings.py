@@ -35,6 +35,7 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 BACKENDS = ("offline", "openai", "ollama")
+LLM_MODES = ("auto", "agent", "explain")
 
 
 def _backend(env: Mapping[str, str]) -> str:
@@ -43,6 +44,13 @@ def _backend(env: Mapping[str, str]) -> str:
     if chosen not in BACKENDS:
         raise ConfigError(f"TRAINDOC_BACKEND must be one of {', '.join(BACKENDS)}, not {chosen!r}")
     return chosen
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = env.get(name) or choices[0]
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,9 @@ class Settings:
     llm_api_key: str | None = field(default=None, repr=False)
     llm_timeout_s: float = 60.0
     llm_max_steps: int = 6
+    llm_mode: str = "auto"  # agent (tool calling) | explain (traindoc gathers, the model writes) | auto
+    llm_max_tokens: int = 1500  # per model reply: a small model may otherwise ramble to the end of its context
+    llm_capabilities: Path | None = None  # doctor-llm's verdicts; default: llm-capabilities.json in the data dir
     redact_mode: str = "default"  # default | strict
 
     @classmethod
@@ -81,6 +92,9 @@ class Settings:
             llm_api_key=env.get("TRAINDOC_LLM_API_KEY") or None,
             llm_timeout_s=_number(env, "TRAINDOC_LLM_TIMEOUT", base.llm_timeout_s),
             llm_max_steps=int(_number(env, "TRAINDOC_LLM_MAX_STEPS", base.llm_max_steps)),
+            llm_mode=_choice(env, "TRAINDOC_LLM_MODE", LLM_MODES),
+            llm_max_tokens=int(_number(env, "TRAINDOC_LLM_MAX_TOKENS", base.llm_max_tokens)),
+            llm_capabilities=Path(env["TRAINDOC_LLM_CAPABILITIES"]) if env.get("TRAINDOC_LLM_CAPABILITIES") else None,
             redact_mode=env.get("TRAINDOC_REDACT") or base.redact_mode,
         )
 

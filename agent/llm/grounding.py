@@ -67,3 +67,38 @@ def _drop(marker: str, dropped: list[str]) -> str:
     dropped.append(marker)
     log.warning("dropped an unverifiable citation: %s", marker)
     return ""
+
+
+# -- explain mode: the model cites the numbered facts it was given ---------------------------------
+
+NUMBERS = re.compile(r"\s?[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】](?!\()")
+NAMED = re.compile(r"\s?" + MARKER.pattern)
+CODE = re.compile(r"(```[\s\S]*?(?:```|\Z)|`[^`\n]*`)")  # a command's x[1] is no citation
+
+
+def ground_numbers(text: str, given: dict[int, str], names: dict[str, int]) -> tuple[str, list[int], list[str]]:
+    """``text`` keeping only [n] markers of facts in ``given`` (n -> kind); [doc:ID] / [probe:NAME] of a
+    given fact become its [n]. Returns the text, the numbers cited (in order of first use), what was dropped."""
+    used: list[int] = []
+    dropped: list[str] = []
+
+    def numbers(match: re.Match[str]) -> str:
+        keep = [int(n) for n in re.split(r"\s*[,，、]\s*", match.group(1)) if int(n) in given]
+        if len(keep) < len(re.split(r"\s*[,，、]\s*", match.group(1))):
+            dropped.append(match.group(0).strip())
+            log.warning("dropped a citation of a fact the model was not given: %s", match.group(0).strip())
+        used.extend(n for n in keep if n not in used)
+        lead = match.group(0)[0] if match.group(0)[0].isspace() and keep else ""
+        return lead + "".join(f"[{n}]" for n in dict.fromkeys(keep))
+
+    def named(match: re.Match[str]) -> str:
+        n = names.get(match.group(2))
+        if n is None:
+            dropped.append(match.group(0).strip())
+            return ""
+        return match.group(0)[: len(match.group(0)) - len(match.group(0).lstrip())] + f"[{n}]"
+
+    parts = CODE.split(text)
+    for i in range(0, len(parts), 2):  # even parts are prose, odd ones code
+        parts[i] = NUMBERS.sub(numbers, NAMED.sub(named, parts[i]))
+    return "".join(parts), used, dropped

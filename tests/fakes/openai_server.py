@@ -5,6 +5,11 @@ tool calls) and can misbehave on cue: an HTTP error (429, a context-length 400),
 client's timeout, a tool call whose arguments are not JSON. Every request body is recorded, so a test can
 prove what a model was (and was not) sent. ``closed_port()`` gives a URL with nothing listening.
 
+``tool_calling=False`` plays a model without tool calling, as llama.cpp's server runs most small GGUF
+models: the ``tools`` of a request are ignored and a scripted tool call comes back as prose (the JSON a
+small model writes instead of calling). ``cite_facts()`` answers an explain-mode request by citing the
+numbered facts it was given.
+
     with FakeOpenAI([calls(("search_docs", {"query": "NCCL"})), echo("See [doc:{doc}].")]) as server:
         env = {"TRAINDOC_LLM_BASE_URL": server.url, "TRAINDOC_LLM_MODEL": "fake-model"}
 """
@@ -22,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DOC_ID = re.compile(r"\[doc:([A-Za-z0-9_\-]+)\]")
+FACT = re.compile(r"(?m)^\[(\d+)\] (Document section|Probe|Job diagnosis|Live stack snapshot)")
 PLACEHOLDER = re.compile(r"\[[A-Z_]+_\d+\]")  # common.redaction's placeholders
 CONTEXT_OVERFLOW = {"error": {
     "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.",
@@ -90,6 +96,24 @@ def echo(template: str) -> Callable[[dict[str, Any]], Text]:
     return act
 
 
+def cite_facts(template: str) -> Callable[[dict[str, Any]], Text]:
+    """Answer ``template`` with ``{doc}``, ``{probe}``, ``{job}`` set to the number of the first fact of that kind
+    in the last user message (explain mode's numbered facts) and ``{placeholders}`` as in ``echo``."""
+
+    def act(body: dict[str, Any]) -> Text:
+        messages = body.get("messages", [])
+        user = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        numbers: dict[str, str] = {}
+        for n, kind in FACT.findall(user):
+            numbers.setdefault({"Document section": "doc", "Probe": "probe"}.get(kind, "job"), n)
+        seen = json.dumps([m.get("content") for m in messages], ensure_ascii=False)
+        placeholders = " ".join(dict.fromkeys(PLACEHOLDER.findall(seen)))
+        return Text(template.format(doc=numbers.get("doc", "0"), probe=numbers.get("probe", "0"),
+                                    job=numbers.get("job", "0"), placeholders=placeholders))
+
+    return act
+
+
 def closed_port() -> str:
     """A base URL on 127.0.0.1 where nothing listens."""
     with socket.socket() as sock:
@@ -108,6 +132,8 @@ class FakeOpenAI:
     fallback: str = "No further replies scripted."
     requests: list[dict[str, Any]] = field(default_factory=list)  # chat request bodies, in order
     busy_s: float = 0.0  # time spent inside chat handlers (for benchmarks)
+    tool_calling: bool = True  # False: tools are ignored, scripted calls come back as prose
+    listing: dict[str, Any] = field(default_factory=dict)  # extra fields of each model in GET /models (max_model_len)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
@@ -138,7 +164,10 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             action = self.script.pop(0) if self.script else Text(self.fallback)
-        return action(body) if callable(action) else action
+        action = action(body) if callable(action) else action
+        if isinstance(action, Calls) and not self.tool_calling:
+            return Text(" ".join(json.dumps({"name": name, "arguments": args}) for name, args in action.calls))
+        return action
 
 
 def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -158,7 +187,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "fake"}
+                self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "fake"} | fake.listing
                                                             for m in fake.models]})
             else:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})

@@ -70,8 +70,8 @@ def test_json_keeps_the_offline_schema_and_adds_steps_grounded_and_the_model(
     data = answer.to_json()
 
     assert set(offline) <= set(data)
-    assert set(data) - set(offline) == {"steps", "grounded"}
-    assert data["backend"] == "openai:scripted" and offline["backend"] == "offline"
+    assert set(data) - set(offline) == {"steps", "grounded", "mode"}
+    assert data["backend"] == "openai:scripted" and offline["backend"] == "offline" and data["mode"] == "agent"
     assert data["grounded"] is True
     assert data["steps"] == [{"tool": "search_docs", "args": {"query": "NCCL timeout"},
                               "result": data["steps"][0]["result"], "cached": False}]
