@@ -1,5 +1,5 @@
 """`traindoc eval`: the score.py metrics for traindoc, plus plain BM25 and plain dense baselines
-computed in the same run over the same chunks."""
+computed in the same run over the same chunks; with ``cv``, k-fold cross-validation (agent.crossval)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def _first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | None:
+def first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | None:
     for rank, (source, section) in enumerate(citations):
         for gold in case["gold"]:
             if Path(source).name == gold["file"] and gold["heading"] in section:
@@ -43,7 +43,13 @@ def _first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | 
     return None
 
 
-def evaluate(troubleshooter: Troubleshooter, path: Path) -> dict[str, Any]:
+def evaluate(troubleshooter: Troubleshooter, path: Path, cv: int | None = None, seed: int = 0) -> dict[str, Any]:
+    if cv is not None:
+        from agent.crossval import collect, cross_validate
+
+        if cv < 2:
+            raise InputError("--cv needs at least 2 folds")
+        return cross_validate(collect(troubleshooter, path), cv, seed)
     cases = load_cases(path)
     report: dict[str, Any] = {"cases": len(cases), "answerable": sum(1 for c in cases if c["gold"]), "modes": {}}
     for mode in MODES:
@@ -55,7 +61,7 @@ def evaluate(troubleshooter: Troubleshooter, path: Path) -> dict[str, Any]:
             answer = troubleshooter.ask(Question(text=case["query"], id=case["id"], probes=False), mode=mode)
             cited = [(c.source, c.section) for c in answer.citations]
             if case["gold"]:
-                ranks[case["id"]] = rank = _first_hit(case, cited)
+                ranks[case["id"]] = rank = first_hit(case, cited)
                 false_no_match += answer.no_match
                 if rank != 0:
                     misses.append({"id": case["id"], "rank": rank, "cited": [s for _, s in cited[:3]]})
@@ -84,6 +90,10 @@ def evaluate(troubleshooter: Troubleshooter, path: Path) -> dict[str, Any]:
 
 
 def render_report(report: dict[str, Any], show_misses: bool = False) -> str:
+    if "k" in report:
+        from agent.crossval import render
+
+        return render(report, folds_too=show_misses)
     lines = [f"{report['cases']} cases, {report['answerable']} answerable", ""]
     lines.append(f"{'':10}{'R@1':>7}{'R@3':>7}{'R@5':>7}{'neg':>7}{'falseNM':>9}{'ms/case':>9}")
     for mode, m in report["modes"].items():

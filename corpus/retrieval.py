@@ -6,6 +6,8 @@ Signals per chunk, each scaled to [0, 1]:
 - dense: cosine similarity of the query (and, for a pasted log, of its error lines) to the chunk;
 - error: how much of an error message quoted in a chunk's code block the log's error lines contain.
 Fused with fixed weights; parts of one section are one candidate (the best part speaks for it).
+Whether the best section answers at all is decided from evidence (corpus.answerability), with a
+confidence: the curated failure families are one signal there, not the gate.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from corpus.answerability import AnswerabilityModel, Evidence, evidence, model_for
+from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
-from corpus.families import Recognition, recognise
+from corpus.families import recognise
 from corpus.lexical import tokenize
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
 
 Mode = Literal["hybrid", "bm25", "dense"]
 MAX_QUERY_CHARS = 6000
+CHECKED = 3  # sections whose answerability is checked, best first
 
 
 class DenseIndex(Protocol):
@@ -48,10 +53,6 @@ class Weights:
     family: float = 0.15
     probe: float = 0.2
     boilerplate: float = 0.5  # multiplier for navigation sections
-    # no_match: the best candidate needs this fused score, or a strong single signal.
-    min_score: float = 0.42
-    min_dense: float = 0.42
-    min_error: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class RetrievalResult:
     error_lines: list[str] = field(default_factory=list)
     expansions: list[str] = field(default_factory=list)
     recognised: list[str] = field(default_factory=list)
+    confidence: float | None = None  # probability that the best section answers (hybrid mode)
+    evidence: Evidence | None = None  # what the answerability decision was made from
+    candidates: list[Evidence] = field(default_factory=list)  # the evidence about each section checked, in rank order
+    promoted: int = 0  # the rank the leading section had before the answerability check moved it up
 
 
 @cache
@@ -92,11 +97,13 @@ class Retriever:
         dense: DenseIndex | None,
         embedder: QueryEmbedder | None,
         weights: Weights | None = None,
+        answerability: AnswerabilityModel | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._dense = dense
         self._embedder = embedder
         self.weights = weights or Weights()
+        self.answerability = answerability or model_for(str(getattr(embedder, "name", "")))
         self._position = snapshot.position()
 
     def search(
@@ -123,8 +130,11 @@ class Retriever:
         if mode == "hybrid":
             signals["heading"] = _scaled(self.snapshot.heading_bm25.scores(query_tokens))
             signals["error"] = self._error_match(errors or [query])
+        cosine = None
         if mode in ("hybrid", "dense") and self._dense is not None and self._embedder is not None:
-            signals["dense"] = self._dense_scores(query, errors, size)
+            cosine = self._cosines(query, errors, size)
+            floor = self.weights.dense_floor
+            signals["dense"] = np.clip((cosine - floor) / (1 - floor), 0, 1) * (cosine > 0)
 
         fused = self._fuse(signals, mode, size)
         if mode == "hybrid":
@@ -142,8 +152,49 @@ class Retriever:
             # A section about the recognised failure outranks one that only shares words with it.
             hits.sort(key=lambda h: not answerable[self._position[h.chunk.chunk_id]])
             hits = hits[:k]
-        no_match = self._no_match(hits, mode, recognition, answerable)
-        return RetrievalResult(hits, no_match, errors, extra, recognition.names)
+        result = RetrievalResult(hits, not hits, errors, extra, recognition.names)
+        if mode == "hybrid" and hits:
+            self._decide(result, query, errors, signals, cosine, answerable if recognition.names else None)
+        return result
+
+    def _decide(self, result: RetrievalResult, query: str, errors: list[str], signals: dict[str, np.ndarray],
+                cosine: np.ndarray | None, covered: np.ndarray | None) -> None:
+        """Does the best section answer? When it does not but one of the next ones does, that one leads."""
+        for hit in result.hits[:CHECKED]:
+            index = self._position[hit.chunk.chunk_id]
+            family = 0.0 if covered is None else (1.0 if covered[index] else -1.0)
+            result.candidates.append(self._evidence(query, errors, index, signals, cosine, family))
+        decisions = [self.answerability.decide(found) for found in result.candidates]
+        rank = next((i for i, (answers, _) in enumerate(decisions) if answers), None)
+        result.no_match = rank is None
+        rank = rank or 0
+        result.hits.insert(0, result.hits.pop(rank))
+        result.promoted, result.confidence, result.evidence = rank, decisions[rank][1], result.candidates[rank]
+
+    def _evidence(self, query: str, errors: list[str], top: int, signals: dict[str, np.ndarray],
+                  cosine: np.ndarray | None, family: float) -> Evidence:
+        chunk = self.snapshot.chunks[top]
+        others: list[float] = []
+        if cosine is not None:
+            best: dict[tuple[str, str], float] = {}
+            for index in np.argsort(-cosine)[:60]:
+                other = self.snapshot.chunks[int(index)]
+                key = (other.source, other.section)
+                if key != (chunk.source, chunk.section) and key not in best:
+                    best[key] = float(cosine[index])
+            others = list(best.values())
+        ranks = [self._section_rank(signals[name], top) for name in ("lexical", "heading", "dense") if name in signals]
+        return evidence(
+            question=query, errors=errors, section_text=f"{chunk.section}\n{chunk.text}", bm25=self.snapshot.bm25,
+            quoted_error=float(signals["error"][top]) if "error" in signals else 0.0,
+            dense=float(cosine[top]) if cosine is not None else 0.0, dense_others=others, ranks=ranks, family=family,
+        )
+
+    def _section_rank(self, scores: np.ndarray, index: int) -> int:
+        """How many other sections score above the chunk at ``index`` under one signal."""
+        chunk = self.snapshot.chunks[index]
+        above = np.flatnonzero(scores > scores[index])
+        return len({(c.source, c.section) for c in (self.snapshot.chunks[int(i)] for i in above)} - {(chunk.source, chunk.section)})
 
     def _fuse(self, signals: dict[str, np.ndarray], mode: Mode, size: int) -> np.ndarray:
         if mode != "hybrid":
@@ -155,20 +206,20 @@ class Retriever:
                 fused += weight * signals[name]
         return fused
 
-    def _dense_scores(self, query: str, errors: list[str], size: int) -> np.ndarray:
+    def _cosines(self, query: str, errors: list[str], size: int) -> np.ndarray:
+        """Per chunk: the best cosine similarity to the question or its error lines (0 outside the nearest)."""
         assert self._dense is not None and self._embedder is not None
         texts = [query[:2000]]
         if errors:
             texts.append("\n".join(errors)[:2000])
-        vectors = self._embedder.embed(texts)
+        vectors = embed_queries(self._embedder, texts)  # type: ignore[arg-type]
         scores = np.zeros(size, dtype=np.float32)
         for vector in vectors:
-            for chunk_id, similarity in self._dense.nearest(vector, limit=min(50, size)):
+            for chunk_id, similarity in self._dense.nearest(vector, limit=min(60, size)):
                 index = self._position.get(chunk_id)
                 if index is not None:
                     scores[index] = max(scores[index], similarity)
-        floor = self.weights.dense_floor
-        return np.clip((scores - floor) / (1 - floor), 0, 1) * (scores > 0)
+        return scores
 
     def _error_match(self, lines: list[str]) -> np.ndarray:
         """Per chunk: the best share of a quoted error message found in one of the query's lines."""
@@ -191,21 +242,6 @@ class Retriever:
                 Hit(chunk, float(fused[index]), {name: float(v[index]) for name, v in signals.items()})
             )
         return hits
-
-    def _no_match(self, hits: list[Hit], mode: Mode, recognition: Recognition, answerable: np.ndarray) -> bool:
-        if not hits:
-            return True
-        if mode != "hybrid":
-            return False
-        top = hits[0]
-        if recognition.names:
-            return not answerable[self._position[top.chunk.chunk_id]]
-        w = self.weights
-        return not (
-            top.score >= w.min_score
-            or top.signals.get("dense", 0.0) >= w.min_dense
-            or top.signals.get("error", 0.0) >= w.min_error
-        )
 
 
 def _head_and_errors(text: str) -> str:

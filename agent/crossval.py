@@ -1,0 +1,267 @@
+"""`traindoc eval --cv K`: k-fold cross-validation of everything traindoc fits from labelled cases.
+
+Retrieval runs once per case; the answerability model (its weights and its threshold) is fitted on
+k-1 folds and scored on the held-out one, so no figure comes from a case its own decision was fitted
+on. Plain BM25 and plain dense are scored on the same folds. ``python -m agent.crossval --fit FILE``
+fits on every case and writes the weights traindoc ships (corpus/data/answerability.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corpus.answerability import FEATURES, AnswerabilityModel, Evidence
+
+MAX_FALSE_NO_MATCH = 0.02  # of the answerable training cases, when the threshold is chosen
+METRICS = ("R@1", "R@3", "R@5", "negatives", "false_no_match")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One case as retrieval saw it: where the first gold section ranks, and the evidence about the top one."""
+
+    id: str
+    answerable: bool
+    rank: int | None  # of the first gold section among the hits as ranked (None: not among them)
+    candidates: tuple[Evidence, ...]  # about the first sections, in rank order
+    no_hits: bool = False  # retrieval found nothing at all
+    lang: str = ""
+
+    @property
+    def evidence(self) -> Evidence | None:
+        return self.candidates[0] if self.candidates else None
+
+    def decided(self, model: AnswerabilityModel) -> tuple[bool, int | None]:
+        """(refused, rank of the first gold section) once ``model`` has checked the first sections."""
+        for position, found in enumerate(self.candidates):
+            if model.decide(found)[0]:
+                return False, _promoted(self.rank, position)
+        return True, None
+
+
+def _promoted(rank: int | None, position: int) -> int | None:
+    """Where a section ranked ``rank`` ends up once the one at ``position`` moves to the front."""
+    if rank is None or position == 0:
+        return rank
+    return 0 if rank == position else rank + 1 if rank < position else rank
+
+
+def fit(records: Sequence[Record], features: Sequence[str] = FEATURES, l2: float = 1.0,
+        max_false_no_match: float = MAX_FALSE_NO_MATCH) -> AnswerabilityModel:
+    """Logistic regression (Newton steps, L2 on the standardised weights), then the threshold that
+    rejects the most unanswerable cases while refusing at most ``max_false_no_match`` of the answerable."""
+    rows = [r for r in records if r.evidence is not None]
+    x = np.array([[getattr(r.evidence, f) for f in features] for r in rows], dtype=np.float64)
+    y = np.array([r.answerable for r in rows], dtype=np.float64)
+    if "family" in features:
+        # Family dropout: every case also appears as if no family had been recognised, which is how an
+        # unseen failure or a user's own runbook arrives; the evidence has to decide those alone.
+        column = list(features).index("family")
+        unseen = x.copy()
+        unseen[:, column] = 0.0
+        x, y = np.vstack([x, unseen]), np.concatenate([y, y])
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2)
+    penalty[-1] = 0.0  # the bias is not shrunk
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
+        gradient = z.T @ (p - y) + penalty * w
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
+    threshold = _threshold(p, y.astype(bool), max_false_no_match)
+    return AnswerabilityModel(tuple(w[:-1]), float(w[-1]), tuple(mean), tuple(scale), threshold, tuple(features))
+
+
+def _threshold(p: np.ndarray, answerable: np.ndarray, max_false_no_match: float) -> float:
+    """Halfway between the last answerable case the budget lets go and the next one up."""
+    allowed = int(max_false_no_match * answerable.sum())
+    positives = np.sort(p[answerable])
+    if not len(positives):
+        return 0.5
+    cut = positives[allowed]  # cases below ``cut`` are refused: at most ``allowed`` answerable ones
+    below = p[p < cut]
+    return float((below.max() + cut) / 2) if len(below) else float(cut / 2)
+
+
+def folds(records: Sequence[Record], k: int, seed: int = 0) -> list[list[int]]:
+    """Stratified: answerable and unanswerable cases are dealt out separately, so every fold has both."""
+    groups: list[list[int]] = [[] for _ in range(k)]
+    rng = random.Random(seed)
+    for wanted in (True, False):
+        members = [i for i, r in enumerate(records) if r.answerable == wanted]
+        rng.shuffle(members)
+        offset = sum(len(g) for g in groups)
+        for j, index in enumerate(members):
+            groups[(j + offset) % k].append(index)
+    return groups
+
+
+def score(records: Sequence[Record], refused: Sequence[bool], ranks: Sequence[int | None] | None = None,
+          ) -> dict[str, float | None]:
+    """R@k over the answerable cases (a refused one is a miss), share of unanswerable ones refused,
+    share of answerable ones refused. ``ranks``: the gold ranks after the decision (default: as retrieved)."""
+    ranks = [r.rank for r in records] if ranks is None else ranks
+    positives = [(rank, no) for r, rank, no in zip(records, ranks, refused, strict=True) if r.answerable]
+    negatives = [no for r, no in zip(records, refused, strict=True) if not r.answerable]
+
+    def recall(k: int) -> float | None:
+        if not positives:
+            return None
+        return sum(rank is not None and rank < k and not no for rank, no in positives) / len(positives)
+
+    return {
+        "R@1": recall(1), "R@3": recall(3), "R@5": recall(5),
+        "negatives": sum(negatives) / len(negatives) if negatives else None,
+        "false_no_match": sum(no for _, no in positives) / len(positives) if positives else None,
+    }
+
+
+def unrecognised(record: Record) -> Record:
+    """The record as it would be if no failure family had been recognised (an unseen failure)."""
+    return replace(record, candidates=tuple(replace(c, family=0.0) for c in record.candidates))
+
+
+def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
+                   features: Sequence[str] = FEATURES) -> dict[str, Any]:
+    """Per mode: every fold's figures, their mean and the worst fold; the pooled held-out figures.
+
+    "hybrid, unseen" scores the same fitted models on held-out unanswerable cases stripped of their
+    failure family: every unanswerable case of the set was caught by a family written for its kind,
+    a new one will not be, so this row is the honest estimate for failures nobody catalogued."""
+    hybrid = by_mode["hybrid"]
+    parts = folds(hybrid, k, seed)
+    report: dict[str, Any] = {"k": k, "seed": seed, "cases": len(hybrid), "answerable": sum(r.answerable for r in hybrid),
+                              "modes": {}}
+    rows = {"hybrid": hybrid, "hybrid, unseen": [r if r.answerable else unrecognised(r) for r in hybrid]}
+    rows.update((mode, records) for mode, records in by_mode.items() if mode != "hybrid")
+    models = [fit([hybrid[i] for i in range(len(hybrid)) if i not in set(held)], features) for held in parts]
+    for mode, records in rows.items():
+        refused = [r.no_hits for r in records]  # a plain baseline refuses only when it found nothing
+        ranks = [r.rank for r in records]
+        per_fold = []
+        for held_out, model in zip(parts, models, strict=True):
+            if mode.startswith("hybrid"):
+                for i in held_out:
+                    refused[i], ranks[i] = records[i].decided(model)
+            per_fold.append(score([records[i] for i in held_out], [refused[i] for i in held_out],
+                                  [ranks[i] for i in held_out]))
+        report["modes"][mode] = {
+            "folds": per_fold,
+            "mean": {m: _mean([f[m] for f in per_fold]) for m in METRICS},
+            "worst": {m: _worst(m, [f[m] for f in per_fold]) for m in METRICS},
+            "pooled": score(records, refused, ranks),
+        }
+    return report
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _worst(metric: str, values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return max(present) if metric == "false_no_match" else min(present)
+
+
+def render(report: dict[str, Any], folds_too: bool = False) -> str:
+    lines = [
+        f"{report['k']}-fold cross-validation (seed {report['seed']}): {report['cases']} cases, "
+        f"{report['answerable']} answerable; the answerability model and its threshold are fitted on the other "
+        "folds each time",
+        "",
+        f"{'':22}{'R@1':>7}{'R@3':>7}{'R@5':>7}{'neg':>7}{'falseNM':>9}",
+    ]
+    for mode, figures in report["modes"].items():
+        labelled = [(label, figures[label]) for label in ("mean", "worst", "pooled")]
+        if folds_too:
+            labelled += [(f"fold {i}", row) for i, row in enumerate(figures["folds"], 1)]
+        for label, row in labelled:
+            cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
+                            for m in METRICS)
+            lines.append(f"{mode + ' ' + label:22}{cells}")
+    lines += ["", "worst: the lowest fold (the highest for falseNM); pooled: every held-out answer scored together.",
+              "hybrid, unseen: the same models, the held-out unanswerable cases without their failure family."]
+    return "\n".join(lines)
+
+
+def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str) -> list[Record]:
+    from agent.core import Question
+    from agent.evaluate import first_hit
+
+    retriever = troubleshooter.retriever()
+    records = []
+    for case in cases:
+        text = Question(text=case["query"], id=case["id"], probes=False).search_text()
+        result = retriever.search(text, k=troubleshooter.settings.top_k, mode=mode)
+        hits = list(result.hits)
+        if result.promoted:  # the order retrieval ranked them in, before the shipped model moved one up
+            hits.insert(result.promoted, hits.pop(0))
+        cited = [(h.chunk.source, h.chunk.section) for h in hits]
+        rank = first_hit(case, cited) if case["gold"] else None
+        records.append(Record(str(case["id"]), bool(case["gold"]), rank, tuple(result.candidates), not hits,
+                              str(case.get("lang", ""))))
+    return records
+
+
+def collect(troubleshooter: Any, path: Path, modes: Sequence[str] = ("hybrid", "bm25", "dense")) -> dict[str, list[Record]]:
+    from agent.evaluate import load_cases
+
+    cases = load_cases(path)
+    return {mode: records_for(troubleshooter, cases, mode) for mode in modes}
+
+
+FITTED_COMMENT = (
+    "Answerability weights (corpus/answerability.py): a logistic model per embedding model over evidence that is "
+    "relative to the knowledge base, and the probability threshold under which the answer is no_match. Written by "
+    "`python -m agent.crossval --fit CASES.jsonl` from labelled cases (answerable or not); `traindoc eval --cv K` "
+    "measures the same fitting on held-out folds. \"any\": no dense evidence, for a model named by the user."
+)
+
+
+def write_fitted(records: Sequence[Record], embed_model: str, target: Path) -> dict[str, Any]:
+    """Fit on every case and store the weights, for this embedding model and, without the dense evidence
+    (whose scale is the model's own), for any other model ("any")."""
+    data = json.loads(target.read_text(encoding="utf-8")) if target.exists() else {"models": {}}
+    data["_comment"] = FITTED_COMMENT
+    data["models"][embed_model] = fit(records).to_json()
+    data["models"]["any"] = fit(records, [f for f in FEATURES if not f.startswith("dense")]).to_json()
+    models = ",\n".join(f"  {json.dumps(name)}: {json.dumps(spec)}" for name, spec in sorted(data["models"].items()))
+    target.write_text(f'{{\n "_comment": {json.dumps(data["_comment"])},\n "models": {{\n{models}\n }}\n}}\n',
+                      encoding="utf-8")
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - a maintainer's tool
+    parser = argparse.ArgumentParser(description="fit the answerability weights on labelled cases")
+    parser.add_argument("--fit", type=Path, required=True, metavar="FILE.jsonl")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "corpus" / "data" / "answerability.json")
+    args = parser.parse_args(argv)
+    from agent.core import build_troubleshooter
+
+    troubleshooter = build_troubleshooter()
+    records = collect(troubleshooter, args.fit, ("hybrid",))["hybrid"]
+    write_fitted(records, troubleshooter.embedder().name, args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

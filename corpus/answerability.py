@@ -1,0 +1,194 @@
+"""Does the best section answer the question? Decided from what the two share, not from a list.
+
+Evidence, each a number for the question and the best-ranked section:
+- ``ident_oov``: share of the question's identifiers (exception classes, API names, flags, ALL-CAPS
+  names, snake/camel/dotted words) that the knowledge base never mentions: a term no document
+  contains is a problem no document describes;
+- ``word_oov``: the same over every content word (English words, Chinese bigrams);
+- ``error_cover``: idf-weighted share of the error line's terms (or the question's, without one)
+  the section contains; terms the knowledge base lacks weigh the most;
+- ``quoted_error``: share of an error message quoted in the section that the question's lines contain;
+- ``dense`` and ``dense_margin``: the section's cosine similarity, and how far it stands above the
+  other candidates (a margin means the same thing across queries, a raw cosine does not);
+- ``agreement``: how many single signals (words, headings, meaning) put the section in their top 3;
+- ``family``: +1 when a curated failure family was recognised and the section covers it, -1 when
+  recognised and not covered (or a platform the section never names), 0 when none was recognised.
+
+A logistic model (``AnswerabilityModel``) turns them into a probability that the section answers,
+and a threshold into the decision. Its weights live in data/answerability.json, fitted by
+``python -m agent.crossval --fit``; every feature is relative to the knowledge base, so the same
+weights serve a user's own runbooks.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from corpus.lexical import BM25Index, tokenize
+
+FEATURES = ("ident_oov", "word_oov", "error_cover", "quoted_error", "dense_margin", "agreement", "family")
+
+# Things a user pastes that identify their setup, not their problem: paths, URLs, file names, versions.
+NOISE = re.compile(
+    r"\S*[/\\]\S*"  # paths and URLs
+    r"|\b[\w.-]+\.(?:py|ipynb|json|jsonl|ya?ml|sh|txt|log|cc|cpp|cu|c|h|hpp|md|toml|cfg|ini|csv|pt|pth|bin|ckpt)\b"
+    r"|\b\d+(?:\.\d+)+\w*|\b0x[0-9a-f]+\b|\bv\d[\w.]*",
+    re.IGNORECASE,
+)
+WORD = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
+CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+# Log decoration (glog's E0406 prefix, rank tags, levels) and Python's own exception classes name no problem.
+GENERIC = re.compile(r"[ewif]\d{4}|rank\d+|(?:info|warn|warning|error|debug|fatal|critical|trace|notice)", re.IGNORECASE)
+BUILTIN_EXCEPTIONS = frozenset(
+    name.lower() for name in dir(builtins) if name.endswith(("Error", "Exception", "Warning", "Interrupt"))
+)
+
+
+def identifiers(text: str) -> list[str]:
+    """Distinct identifier-like words, lower-cased: what names an API, an error or a setting."""
+    found: dict[str, None] = {}
+    for word in WORD.findall(NOISE.sub(" ", text)):
+        bare = word.strip("-_.:")
+        if len(bare) < 3 or GENERIC.fullmatch(bare) or bare.lower() in BUILTIN_EXCEPTIONS:
+            continue
+        if (
+            word.startswith("--")
+            or "_" in bare or "." in bare or "::" in bare
+            or CAMEL.search(bare)
+            or (bare.isupper() and sum(c.isalpha() for c in bare) >= 3)
+            or (re.search(r"[A-Za-z]", bare) and re.search(r"\d", bare))
+        ):
+            found.setdefault(bare.lower(), None)
+    return list(found)
+
+
+def document_frequency(bm25: BM25Index, term: str) -> int:
+    """How many chunks contain ``term`` (read back from BM25's idf, which is exact)."""
+    if bm25.size == 0:
+        return 0
+    return max(0, round((bm25.size + 0.5) / math.expm1(bm25.idf(term)) - 0.5))
+
+
+def _known(bm25: BM25Index, identifier: str) -> bool:
+    if document_frequency(bm25, identifier) > 0:
+        return True
+    # A qualified name counts when its last part is known (torch.cuda.OutOfMemoryError -> outofmemoryerror).
+    tail = re.split(r"\.|::", identifier)[-1]
+    return tail != identifier and len(tail) >= 4 and document_frequency(bm25, tail) > 0
+
+
+def _content_tokens(text: str) -> list[str]:
+    return list(dict.fromkeys(t for t in tokenize(NOISE.sub(" ", text)) if len(t) >= 2 and not t.isdigit() and t != "#"))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    ident_oov: float = 0.0
+    word_oov: float = 0.0
+    error_cover: float = 0.0
+    quoted_error: float = 0.0
+    dense: float = 0.0
+    dense_margin: float = 0.0
+    agreement: float = 0.0
+    family: float = 0.0
+
+    def vector(self) -> np.ndarray:
+        return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in asdict(self).items()}
+
+
+def evidence(
+    *,
+    question: str,
+    errors: Sequence[str],
+    section_text: str,
+    bm25: BM25Index,
+    quoted_error: float,
+    dense: float,
+    dense_others: Sequence[float],
+    ranks: Sequence[int],
+    family: float,
+) -> Evidence:
+    """The evidence for one question and its best section.
+
+    ``errors``: the question's error lines (empty for a typed question); ``dense_others``: the cosine
+    similarities of the other candidate sections; ``ranks``: the section's rank under each single signal.
+    """
+    key = "\n".join(errors[:3]) if errors else question
+    idents = identifiers(key) or identifiers(question)
+    ident_oov = sum(not _known(bm25, i) for i in idents) / len(idents) if idents else 0.0
+    words = _content_tokens(question)
+    word_oov = sum(document_frequency(bm25, w) == 0 for w in words) / len(words) if words else 0.0
+
+    terms = _content_tokens(key)
+    section = set(tokenize(section_text))
+    weights = np.array([bm25.idf(t) for t in terms], dtype=np.float64)
+    present = np.array([t in section for t in terms], dtype=bool)
+    error_cover = float(weights[present].sum() / weights.sum()) if terms and weights.sum() > 0 else 0.0
+
+    others = sorted(dense_others, reverse=True)[:10]
+    margin = dense - float(np.mean(others)) if others and dense > 0 else 0.0
+    agreement = sum(r < 3 for r in ranks) / len(ranks) if ranks else 0.0
+    return Evidence(ident_oov, word_oov, error_cover, quoted_error, dense, margin, agreement, family)
+
+
+@dataclass(frozen=True)
+class AnswerabilityModel:
+    """Logistic regression over standardised evidence; ``threshold`` on the probability decides."""
+
+    weights: tuple[float, ...]
+    bias: float
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    threshold: float
+    features: tuple[str, ...] = FEATURES
+
+    def probability(self, found: Evidence) -> float:
+        x = np.array([getattr(found, name) for name in self.features], dtype=np.float64)
+        z = (x - np.array(self.mean)) / np.array(self.scale)
+        score = float(np.dot(z, self.weights) + self.bias)
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, score))))
+
+    def decide(self, found: Evidence) -> tuple[bool, float]:
+        """(answerable, confidence): confidence is the probability that the section answers."""
+        p = self.probability(found)
+        return p >= self.threshold, p
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "features": list(self.features), "weights": [round(w, 4) for w in self.weights], "bias": round(self.bias, 4),
+            "mean": [round(m, 4) for m in self.mean], "scale": [round(s, 4) for s in self.scale],
+            "threshold": round(self.threshold, 4),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> AnswerabilityModel:
+        def floats(key: str) -> tuple[float, ...]:
+            return tuple(float(v) for v in data[key])  # type: ignore[attr-defined]
+
+        return cls(floats("weights"), float(data["bias"]), floats("mean"), floats("scale"),  # type: ignore[arg-type]
+                   float(data["threshold"]), tuple(str(f) for f in data["features"]))  # type: ignore[attr-defined]
+
+
+@cache
+def default_models() -> dict[str, AnswerabilityModel]:
+    raw = resources.files("corpus").joinpath("data/answerability.json").read_text(encoding="utf-8")
+    return {name: AnswerabilityModel.from_json(spec) for name, spec in json.loads(raw)["models"].items()}
+
+
+def model_for(embed_model: str) -> AnswerabilityModel:
+    """The weights fitted for this embedding model (dense cosines differ in scale between models), else
+    the model-independent ones."""
+    models = default_models()
+    return models.get(embed_model) or models["any"]
