@@ -15,6 +15,7 @@ from importlib import resources
 
 from agent.answer import Citation, FindingView
 from common.language import language_of, say
+from common.textsafe import code_span
 from corpus.chunking import HEADING, PATH_SEPARATOR
 
 FENCE = re.compile(r"^\s*```")
@@ -144,7 +145,7 @@ def compose(
         parts.append("")
     if error_lines:
         parts.append(f"### {say('error_lines', lang)}")
-        parts.extend(f"- `{line[:160]}`" for line in error_lines[:4])
+        parts.extend(f"- {code_span(line[:160])}" for line in error_lines[:4])  # a backtick in the log cannot end it
         parts.append("")
     if no_match:
         what = f" ({', '.join(recognised)})" if recognised else ""

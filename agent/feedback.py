@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.answer import Answer
 from common.errors import ConfigError
+from common.secrets import mask
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS feedback (
@@ -44,14 +45,17 @@ class FeedbackStore:
         return sqlite3.connect(self.path, timeout=10)
 
     def record(self, answer: Answer, rating: int, channel: str) -> int:
+        """Store a rating; the question and the answer are stored with their secrets masked (the file is
+        exported and shared as eval cases)."""
         if rating not in (-1, 1):
             raise ValueError("rating is +1 or -1")
-        citations = [{"n": c.n, "source": c.source, "section": c.section, "chunk_id": c.chunk_id} for c in answer.citations]
+        citations = [{"n": c.n, "source": mask(c.source), "section": mask(c.section), "chunk_id": c.chunk_id}
+                     for c in answer.citations]
         with closing(self._connect()) as db, db:
             cursor = db.execute(
                 "INSERT INTO feedback (created, channel, rating, question, answer, citations, no_match, backend)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (time.time(), channel, rating, answer.question, answer.answer,
+                (time.time(), channel, rating, mask(answer.question), mask(answer.answer),
                  json.dumps(citations, ensure_ascii=False), int(answer.no_match), answer.backend),
             )
             return int(cursor.lastrowid or 0)

@@ -1,51 +1,42 @@
-"""Masks secrets in environment variables, command lines and free text before they leave a probe."""
+"""Masks secrets in environment variables, command lines, bundles and free text with ``***`` (the shapes are
+the one table in ``common.secrets``; values longer than a line are cut first, so masking is linear)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from common.redaction import PRIVATE_KEY, TOKENS
+from common.secrets import MASK, mask, secret_name
 
-MASK = "***"
+if TYPE_CHECKING:
+    from tools.base import ProbeResult
 
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 # Non-secret names that merely contain a secret-looking word.
-_NOT_SECRET = re.compile(r"^(KEYBOARD|XKB_|SSH_AUTH_SOCK$|.*_KEYMAP$)", re.IGNORECASE)
+_NOT_SECRET = re.compile(r"^(KEYBOARD|XKB_|SSH_AUTH_SOCK$|.*_KEYMAP$|TOKENIZERS_PARALLELISM$|AUTHOR)", re.IGNORECASE)
 
-# One list of token shapes for the whole project (HF, OpenAI, Anthropic, Slack, GitHub, GitLab, AWS, W&B, keys).
-_TOKEN_PATTERNS = re.compile("|".join(f"(?:{p.pattern})" for _, p in TOKENS) + f"|(?:{PRIVATE_KEY.pattern})")
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@", re.IGNORECASE)
-# ``--api-key VALUE``, ``--hf_token=VALUE`` and ``HF_TOKEN=VALUE`` on command lines.
-_ASSIGNMENT = re.compile(
-    r"(?P<name>--?[\w\-]*(?:token|key|secret|password|passwd)[\w\-]*)(?P<sep>=|\s+)(?P<value>\S+)"
-    r"|(?P<ename>\b[A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?P<evalue>\S+)",
-    re.IGNORECASE,
-)
+__all__ = ["MASK", "is_secret_name", "mask_environ", "mask_json", "mask_text", "mask_value", "masked"]
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.match(name)
+    """An environment variable or JSON key whose value is secret as a whole (HF_TOKEN, AWS_SECRET_ACCESS_KEY,
+    SESSION_COOKIE); broader than a name in free text, where ``key`` alone says little."""
+    return (bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.match(name)) or secret_name(name)
 
 
 def mask_value(value: str, name: str = "") -> str:
-    """Masks the whole value when its name looks secret, else only the token-shaped parts inside it."""
+    """Masks the whole value when its name looks secret, else only the secrets inside it (a value longer than a
+    line is cut first, the cut shown)."""
     if name and is_secret_name(name):
         return MASK if value else value
-    masked = _TOKEN_PATTERNS.sub(MASK, value)
-    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", masked)
+    return mask(value)
 
 
 def mask_text(text: str) -> str:
     """Masks tokens and ``--api-key VALUE`` / ``PASSWORD=VALUE`` style assignments in free text."""
-    return _ASSIGNMENT.sub(_mask_assignment, mask_value(text))
-
-
-def _mask_assignment(match: re.Match[str]) -> str:
-    if match.group("name"):
-        return f"{match.group('name')}{match.group('sep')}{MASK}"
-    return f"{match.group('ename')}={MASK}"
+    return mask(text)
 
 
 def mask_environ(environ: Mapping[str, str]) -> dict[str, str]:
@@ -53,7 +44,7 @@ def mask_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def mask_json(data: Any) -> Any:
-    """Masks a JSON-like structure: values under secret-looking keys and token-shaped strings anywhere."""
+    """Masks a JSON-like structure: values under secret-looking keys and secrets in strings anywhere."""
     if isinstance(data, Mapping):
         out: dict[str, Any] = {}
         for key, value in data.items():
@@ -67,3 +58,10 @@ def mask_json(data: Any) -> Any:
     if isinstance(data, str):
         return mask_value(data)
     return data
+
+
+def masked(result: ProbeResult) -> ProbeResult:
+    """A probe's result as it may leave the probe: summary, findings and evidence masked (a finding quotes the
+    raw value it judged, ``NCCL_SOCKET_IFNAME=<what was set>``)."""
+    findings = tuple(replace(f, summary=mask(f.summary), evidence=mask(f.evidence), fix=mask(f.fix)) for f in result.findings)
+    return replace(result, summary=mask(result.summary), findings=findings, evidence=mask_json(result.evidence))

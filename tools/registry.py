@@ -21,6 +21,7 @@ from tools import (
     versions,
 )
 from tools.base import ProbeContext, ProbeResult, Status, data_path
+from tools.redact import masked
 
 ProbeFn = Callable[[ProbeContext], ProbeResult]
 AvailableFn = Callable[[ProbeContext], tuple[bool, str]]
@@ -97,10 +98,10 @@ def _run_one(spec: ProbeSpec, ctx: ProbeContext) -> ProbeResult:
         ok, reason = spec.available(ctx)
         if not ok:
             return ProbeResult(spec.name, Status.UNAVAILABLE, reason, duration_ms=_ms(start))
-        return spec.run(ctx)
+        return masked(spec.run(ctx))
     except Exception as exc:  # a probe bug must not take down the sweep
-        return ProbeResult(spec.name, Status.ERROR, f"{spec.name} crashed: {type(exc).__name__}: {exc}",
-                           evidence={"exception": repr(exc)}, duration_ms=_ms(start))
+        return masked(ProbeResult(spec.name, Status.ERROR, f"{spec.name} crashed: {type(exc).__name__}: {exc}",
+                                  evidence={"exception": repr(exc)}, duration_ms=_ms(start)))
 
 
 def _ms(start: float) -> float:

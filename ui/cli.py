@@ -123,14 +123,9 @@ def _traindoc_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(debug: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(name)s: %(levelname)s: %(message)s" if debug else "%(message)s",
-        stream=sys.stderr,
-    )
-    if not debug:
-        for noisy in ("chromadb", "httpx", "urllib3", "sentence_transformers", "slack_sdk", "slack_bolt"):
-            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+    from ui.quiet import setup_logging
+
+    setup_logging(debug)
 
 
 def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
@@ -142,7 +137,13 @@ def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
         ready, _, _ = select.select([stream], [], [], timeout_s)
     except (OSError, ValueError):
         return None
-    return stream.buffer if ready else None
+    if not ready:
+        return None
+    buffer = stream.buffer
+    peek = getattr(buffer, "peek", None)
+    if peek is not None and not peek(1):  # an empty pipe (`< /dev/null`, a cron job) is no log
+        return None
+    return buffer
 
 
 def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:

@@ -27,7 +27,7 @@ from agent.core import Question, Troubleshooter
 from agent.feedback import FeedbackStore
 from common.errors import ConfigError, TraindocError
 from common.redaction import Redactor
-from ui.slack_blocks import answer_blocks, probe_blocks
+from ui.slack_blocks import answer_blocks, plain, probe_blocks
 
 log = logging.getLogger("traindoc.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
@@ -200,10 +200,10 @@ class SlackBridge:
             answer = self.troubleshooter.ask(question)
         except TraindocError as exc:
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
-                       text=f":warning: {exc}")
+                       text=f":warning: {plain(str(exc))}")
             return
         except Exception as exc:  # never leave the user with only the :eyes: reaction
-            log.error("slack: answering failed: %s: %s", type(exc).__name__, exc)
+            log.error("slack: answering failed: %s: %s", type(exc).__name__, Redactor().redact(str(exc))[:300])
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
                        text=":warning: traindoc could not answer this one; the error is in the bot's log.")
             return
@@ -274,7 +274,9 @@ class SlackBridge:
     def post_answer(self, client: Any, answer: Answer, *, channel: str, thread_ts: str | None) -> None:
         answer_id = self._remember(answer)
         text, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes)
-        self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+        # no unfurling: a link quoted from a log must not make Slack fetch it
+        self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text, blocks=blocks,
+                   unfurl_links=False, unfurl_media=False)
 
     def _remember(self, answer: Answer) -> str:
         """Keep the last answers so feedback buttons can find them (bounded)."""

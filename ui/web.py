@@ -22,6 +22,8 @@ from agent.core import Question, Troubleshooter
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
 from common.errors import ConfigError, InputError, TraindocError
+from common.secrets import mask
+from common.textsafe import escape_markdown, inert_markdown
 
 if TYPE_CHECKING:
     from agent.logs import LogReading
@@ -61,14 +63,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def shown(markdown: str) -> str:
+    """What the chat shows of a text: secrets masked (the page may be shared), and nothing active that a log
+    line, a bundle or a model could smuggle in (no link, image or HTML outside code)."""
+    return inert_markdown(mask(markdown))
+
+
 def sources_html(answer: Answer | None) -> str:
     if answer is None or not answer.citations:
         return "<div class='traindoc-sources'><em>No sources for this answer.</em></div>" if answer else ""
     items = []
     for c in answer.citations:
         items.append(
-            f"<details><summary>[{c.n}] {html.escape(Path(c.source).name)} › {html.escape(c.section)}</summary>"
-            f"<pre>{html.escape(c.text)}</pre></details>"
+            f"<details><summary>[{c.n}] {html.escape(mask(Path(c.source).name))} › {html.escape(mask(c.section))}</summary>"
+            f"<pre>{html.escape(mask(c.text))}</pre></details>"
         )
     return "<div class='traindoc-sources'><strong>Sources</strong>" + "".join(items) + "</div>"
 
@@ -78,7 +86,7 @@ def probes_html(results: list[Any]) -> str:
         return "<em>No probe results yet.</em>"
     rows = "".join(
         f"<tr><td>{html.escape(r.probe)}</td><td><strong>{html.escape(str(r.status))}</strong></td>"
-        f"<td>{html.escape(r.summary)}</td></tr>"
+        f"<td>{html.escape(mask(r.summary))}</td></tr>"
         for r in results
     )
     return f"<table class='traindoc-probes'><tr><th>probe</th><th>verdict</th><th>summary</th></tr>{rows}</table>"
@@ -123,13 +131,13 @@ class WebChat:
         try:
             reading, paths = read_upload(log_file, self.options.max_upload_mb, text)
         except TraindocError as exc:
-            chat += [{"role": "user", "content": text or "(log)"}, {"role": "assistant", "content": f"⚠️ {exc}"}]
-            yield chat, "", "", answers, str(exc)
+            chat += [{"role": "user", "content": shown(text or "(log)")}, {"role": "assistant", "content": shown(f"⚠️ {exc}")}]
+            yield chat, "", "", answers, shown(str(exc))
             return
         head, errors = reading.head, reading.errors
         question = Question(text=text or (errors[0] if errors else head.splitlines()[0] if head else "log"),
                             log_head=head, log_errors=errors, log_paths=paths, history=history, job=reading.diagnosis)
-        chat.append({"role": "user", "content": question.text})
+        chat.append({"role": "user", "content": shown(question.text)})
         yield chat, "", "", answers, ""
         events: queue.Queue[Event | BaseException] = queue.Queue()
 
@@ -142,39 +150,42 @@ class WebChat:
         threading.Thread(target=work, daemon=True).start()
         steps: dict[int, int] = {}
         streamed = -1
+        tokens = ""
         while True:
             event = events.get()
             if isinstance(event, BaseException):
                 message_text = str(event) if isinstance(event, TraindocError) else f"internal error: {type(event).__name__}: {event}"
-                chat.append({"role": "assistant", "content": f"⚠️ {message_text}"})
-                yield chat, "", "", answers, message_text
+                chat.append({"role": "assistant", "content": shown(f"⚠️ {message_text}")})
+                yield chat, "", "", answers, shown(message_text)
                 return
             if isinstance(event, StepStarted):
                 steps[event.step] = len(chat)
                 args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
                 chat.append({"role": "assistant", "content": "running…",
-                             "metadata": {"title": f"🔧 {event.tool}({args})", "status": "pending"}})
+                             "metadata": {"title": escape_markdown(mask(f"🔧 {event.tool}({args})")), "status": "pending"}})
             elif isinstance(event, StepFinished):
                 index = steps.get(event.step)
                 if index is not None:
-                    chat[index] = {"role": "assistant", "content": event.result or "(no output)",
+                    chat[index] = {"role": "assistant", "content": shown(event.result or "(no output)"),
                                    "metadata": {"title": chat[index]["metadata"]["title"], "status": "done"}}
             elif isinstance(event, Token):
                 if streamed < 0:
                     chat.append({"role": "assistant", "content": ""})
                     streamed = len(chat) - 1
-                chat[streamed] = {"role": "assistant", "content": chat[streamed]["content"] + event.text}
+                tokens += event.text
+                chat[streamed] = {"role": "assistant", "content": shown(tokens)}
             elif isinstance(event, Notice):
-                chat.append({"role": "assistant", "content": f"ℹ️ {event.text}",
+                chat.append({"role": "assistant", "content": shown(f"ℹ️ {event.text}"),
                              "metadata": {"title": "notice", "status": "done"}})
             elif isinstance(event, FinalAnswer):
                 answer = event.answer
+                text_shown = shown(answer.answer)
                 if streamed >= 0:
-                    chat[streamed] = {"role": "assistant", "content": answer.answer}
+                    chat[streamed] = {"role": "assistant", "content": text_shown}
                 else:
-                    chat.append({"role": "assistant", "content": answer.answer})
+                    chat.append({"role": "assistant", "content": text_shown})
                 answers.append({"index": streamed if streamed >= 0 else len(chat) - 1, "answer": answer.to_json(),
-                                "texts": {c.chunk_id: c.text for c in answer.citations}})
+                                "shown": text_shown, "texts": {c.chunk_id: c.text for c in answer.citations}})
                 yield chat, sources_html(answer), "", answers, ""
                 return
             yield chat, "", "", answers, ""
@@ -185,7 +196,7 @@ class WebChat:
         shown = value if isinstance(value, list) else [value]
         texts = {str(v.get("value", v) if isinstance(v, dict) else v) for v in shown}
         for entry in reversed(answers or []):
-            if entry["answer"]["answer"] in texts:
+            if entry.get("shown", entry["answer"]["answer"]) in texts:
                 self.feedback.record(_answer_from_json(entry["answer"]), 1 if liked else -1, "web")
                 return "Thanks: feedback saved."
         return "That message is not an answer."
@@ -200,7 +211,9 @@ class WebChat:
     def api_ask(self, question: str) -> dict[str, Any]:
         if not (question or "").strip():
             return {"error": "empty question"}
-        return self.troubleshooter.ask(Question(text=question.strip())).to_json()
+        from tools.redact import mask_json
+
+        return dict(mask_json(self.troubleshooter.ask(Question(text=question.strip())).to_json()))
 
 
 def content_text(content: Any) -> str:
