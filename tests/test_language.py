@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent.compose import compose
 from agent.core import Question, Troubleshooter
 from common.language import LANGS, language_of, say
 from common.settings import Settings
@@ -93,6 +94,6 @@ def test_a_chinese_question_gets_chinese_headings_around_the_quoted_sections(off
 
 
 def test_no_match_and_the_job_diagnosis_in_chinese(offline: Troubleshooter) -> None:
-    assert ask(offline, "怎么烤面包？面包烤焦了怎么办").startswith("**没有匹配：**")
+    assert compose("怎么烤面包？面包烤焦了怎么办", [], [], True, ["bread"], []).startswith("**没有匹配：**")
     body = ask(offline, "我的分布式训练为什么挂了", job=_job())
     assert body.startswith("### 作业日志显示") and "**根本原因（exception，rank 1" in body

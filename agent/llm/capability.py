@@ -32,6 +32,8 @@ CONTEXT_IN_ERROR = re.compile(
 LISTING_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
 OLLAMA_DEFAULT_NUM_CTX = 4096
 TRANSPORT = ("unreachable", "timed out", "rate limited")  # the server was not really asked: no verdict
+PING_TOKENS = 200  # room for a tool call, not for a base model's ramble
+STREAM_CHECK_TOKENS = 24
 _lock = threading.Lock()
 
 
@@ -105,7 +107,7 @@ def measure_tool_calls(settings: Settings, model: Any | None = None) -> tuple[bo
         """Echo the text back."""
         return text
 
-    chat = model if model is not None else make_chat_model(settings, streaming=False)
+    chat = model if model is not None else make_chat_model(replace(settings, llm_max_tokens=PING_TOKENS), streaming=False)
     try:
         reply = chat.bind_tools([ping]).invoke(prompts()["ping"])
     except Exception as exc:  # a server that rejects `tools` has answered the question too
@@ -118,7 +120,8 @@ def measure_tool_calls(settings: Settings, model: Any | None = None) -> tuple[bo
 
 def measure_streaming(settings: Settings) -> tuple[bool | None, str]:
     try:
-        pieces = [c for c in make_chat_model(settings).stream(prompts()["stream_check"]) if c.content]
+        chat = make_chat_model(replace(settings, llm_max_tokens=STREAM_CHECK_TOKENS))
+        pieces = [c for c in chat.stream(prompts()["stream_check"]) if c.content]
     except Exception as exc:  # the finding itself
         return False, f"{type(exc).__name__}: {str(exc)[:200]}"
     if len(pieces) > 1:

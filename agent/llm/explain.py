@@ -9,6 +9,7 @@ stay traindoc's own.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, replace
 from functools import cache
@@ -37,6 +38,7 @@ CHARS_PER_TOKEN = 2.0  # conservative: Chinese text takes about a token per 1-2 
 PROMPT_TOKENS = 600  # the system prompt, the question and the instructions
 DEFAULT_BUDGET = 12_000  # characters of facts when the context size is unknown
 MIN_BUDGET = 1_200
+FACT_HEADER = re.compile(r"(?m)^\[\d+\] (?:Document section|Probe|Job diagnosis|Live stack snapshot)\b")
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,9 @@ def explain(settings: Settings, facts: Facts, on_event: EventSink, model: Any | 
     try:
         chat = model if model is not None else make_chat_model(settings, streaming=streaming)
         given = fit(numbered, budget)
+        messages = messages_for(facts, given, redactor, lang)
         try:
-            text = _generate(chat, messages_for(facts, given, redactor, lang), streaming, redactor, on_event)
+            text = _generate(chat, messages, streaming, redactor, on_event)
         except Exception as exc:
             if failure_kind(exc) != "context overflow":
                 raise
@@ -157,14 +160,28 @@ def explain(settings: Settings, facts: Facts, on_event: EventSink, model: Any | 
                 remember(settings, "a context-overflow error", context_tokens=size)
             budget = min(budget_for(settings, size), budget // 2) if size else budget // 3
             given = fit(numbered, budget)
-            text = _generate(chat, messages_for(facts, given, redactor, lang), streaming, redactor, on_event)
+            messages = messages_for(facts, given, redactor, lang)
+            text = _generate(chat, messages, streaming, redactor, on_event)
     except TraindocError:
         raise
     except Exception as exc:  # the model's client raises many types; all mean "no model answer"
         raise translate(exc, describe(settings), facts) from exc
     if not text.strip():
         raise ModelFailure(describe(settings), "empty answer", facts=facts)
+    if echoed(text, messages[-1]["content"]):
+        raise ModelFailure(describe(settings), "echoed prompt", facts=facts)
     return _answer(settings, facts, given, text, redactor, lang, started)
+
+
+def echoed(text: str, prompt: str) -> bool:
+    """A base model (not instruction-tuned) continues its prompt instead of answering: the facts come back
+    with their headers, or most of the reply is the prompt's own lines."""
+    lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 20]
+    if not lines:
+        return False
+    known = {line.strip() for line in prompt.splitlines()}
+    share = sum(line in known for line in lines) / len(lines)
+    return share >= 0.8 or (share >= 0.3 and FACT_HEADER.search(text) is not None)
 
 
 def _generate(chat: Any, messages: list[dict[str, str]], streaming: bool, redactor: Redactor,

@@ -12,7 +12,7 @@ from common.errors import TraindocError
 from common.language import Lang, say
 
 KINDS = ("unreachable", "timed out", "rate limited", "context overflow", "malformed tool call", "empty answer", "no tool call",
-         "failed")
+         "echoed prompt", "failed")
 NO_TOOL_USE = ("malformed tool call", "empty answer")  # the model cannot drive the tools: explain mode can still help
 
 

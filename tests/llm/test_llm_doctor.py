@@ -38,7 +38,7 @@ def test_doctor_passes_against_a_working_server() -> None:
     ping, stream = server.requests
     assert ping["stream"] is False and ping["tools"][0]["function"]["name"] == "ping"
     assert stream["stream"] is True and "tools" not in stream
-    assert ping["max_tokens"] == 1500, "llama.cpp's servers know only max_tokens"
+    assert ping["max_tokens"] == 200 and stream["max_tokens"] == 24, "llama.cpp's servers know only max_tokens"
     assert cached() == {f"openai {server.url} fake-model": {
         "tool_calls": True, "streaming": True, "context_tokens": None, "source": "doctor-llm",
         "checked": cached()[f"openai {server.url} fake-model"]["checked"]}}

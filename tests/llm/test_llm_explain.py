@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +171,24 @@ def test_a_context_overflow_is_learned_and_the_facts_shrink(agent_ask: Any) -> N
     assert [c["context_tokens"] for c in capabilities().values()] == [1024]
 
 
-def test_nothing_to_explain_means_no_model_call(agent_ask: Any) -> None:
+def test_nothing_to_explain_means_no_model_call(agent_ask: Any, warm_retriever: Any, monkeypatch: Any) -> None:
+    search = warm_retriever.search
+    monkeypatch.setattr(warm_retriever, "search", lambda *a, **k: replace(search(*a, **k), no_match=True))
     with FakeOpenAI(tool_calling=False) as server:
         answer, _ = agent_ask("怎么烤面包？面包烤焦了怎么办", llm_base_url=server.url, llm_mode="explain")
 
     assert server.requests == [] and answer.no_match and answer.answer.startswith("**没有匹配：**")
     assert answer.notice == say("nothing_to_explain", "zh")
+
+
+def test_a_base_model_that_repeats_its_prompt_gets_the_offline_answer(agent_ask: Any) -> None:
+    """What gemma-3-270m (a base model, no chat template) does on llama.cpp's server: it continues the prompt."""
+    def parrot(body: dict[str, Any]) -> Any:
+        return text(user_message(body) + "\nQuestion:\nNCCL timeout")
+
+    with FakeOpenAI([parrot], tool_calling=False) as server:
+        answer, _ = agent_ask(NCCL, llm_base_url=server.url, llm_mode="explain")
+
+    assert len(server.requests) == 1 and answer.backend == "offline" and answer.answer.startswith("### Likely cause")
+    assert answer.notice == ("model openai:fake-model repeated its prompt instead of answering (a base model, not an "
+                             "instruction-tuned chat model?); showing the offline answer")
