@@ -14,7 +14,7 @@ LOG = """[default0]:step 3
 [default1]:Traceback (most recent call last):
 [default1]:  File "/job/train.py", line 35, in collate
 [default1]:KeyError: 'target'
-[default0]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete
+[default0]:RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete
 [default0]:hf_abcdefghijklmnopqrstuvwxyz0123 was in the environment
 """
 

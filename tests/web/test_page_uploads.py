@@ -36,7 +36,7 @@ CASCADE = """[default0]:step 3 loss 2.1
 [default2]:Traceback (most recent call last):
 [default2]:  File "/job/train.py", line 35, in collate
 [default2]:KeyError: 'target'
-[default0]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete
+[default0]:RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete
 [default1]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242
 """
 
