@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus.answerability import FEATURES, AnswerabilityModel, Evidence
+from corpus.answerability import FEATURES, SIGNS, AnswerabilityModel, Evidence
 
 MAX_FALSE_NO_MATCH = 0.02  # of the answerable training cases, when the threshold is chosen
 METRICS = ("R@1", "R@3", "R@5", "negatives", "false_no_match")
@@ -55,25 +55,57 @@ def _promoted(rank: int | None, position: int) -> int | None:
 
 
 def fit(records: Sequence[Record], features: Sequence[str] = FEATURES, l2: float = 1.0,
-        max_false_no_match: float = MAX_FALSE_NO_MATCH) -> AnswerabilityModel:
-    """Logistic regression (Newton steps, L2 on the standardised weights), then the threshold that
-    rejects the most unanswerable cases while refusing at most ``max_false_no_match`` of the answerable."""
-    rows = [r for r in records if r.evidence is not None]
+        max_false_no_match: float = MAX_FALSE_NO_MATCH, inner: int = 5) -> AnswerabilityModel:
+    """The logistic weights from every case; the threshold from out-of-fold probabilities (an inner
+    ``inner``-fold split), so it is set where unseen answerable cases fall, not where the cases the
+    weights were fitted on do: the one that refuses the most unanswerable cases while refusing at most
+    ``max_false_no_match`` of the answerable ones."""
+    rows = [r for r in records if r.candidates]
+    model = _logistic(rows, features, l2)
+    if len(rows) < 2 * inner or sum(not r.answerable for r in rows) < inner:
+        held = [max(model.probability(c) for c in r.candidates) for r in rows]
+    else:
+        held = [0.0] * len(rows)
+        for part in folds(rows, inner, seed=1):
+            fitted = _logistic([rows[i] for i in range(len(rows)) if i not in set(part)], features, l2)
+            for i in part:  # a case is answered when any section checked passes: its best one counts
+                held[i] = max(fitted.probability(c) for c in rows[i].candidates)
+    threshold = _threshold(np.array(held), np.array([r.answerable for r in rows]), max_false_no_match)
+    return replace(model, threshold=threshold)
+
+
+def _logistic(rows: Sequence[Record], features: Sequence[str], l2: float) -> AnswerabilityModel:
+    """Logistic regression by Newton steps, L2 on the standardised weights (not on the bias), each weight
+    kept to the sign its evidence may have (SIGNS): a feature whose fitted weight turns against its
+    meaning is left out and the rest refitted."""
     x = np.array([[getattr(r.evidence, f) for f in features] for r in rows], dtype=np.float64)
     y = np.array([r.answerable for r in rows], dtype=np.float64)
-    if "family" in features:
-        # Family dropout: every case also appears as if no family had been recognised, which is how an
-        # unseen failure or a user's own runbook arrives; the evidence has to decide those alone.
-        column = list(features).index("family")
+    recognised = [i for i, f in enumerate(features) if f in ("family", "platform")]
+    if recognised:
+        # Family dropout: every case also appears as if no family or platform had been recognised, which
+        # is how an unseen failure or a user's own runbook arrives; the evidence has to decide those alone.
         unseen = x.copy()
-        unseen[:, column] = 0.0
+        unseen[:, recognised] = 0.0
         x, y = np.vstack([x, unseen]), np.concatenate([y, y])
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale < 1e-6] = 1.0
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    active = np.ones(z.shape[1], dtype=bool)
+    signs = np.array([SIGNS.get(f, 0) for f in features] + [0])
+    while True:
+        w = np.zeros(z.shape[1])
+        w[active] = _newton(z[:, active], y, l2)
+        wrong = active & (signs * w < 0)
+        if not wrong.any():
+            break
+        active &= ~wrong
+    return AnswerabilityModel(tuple(w[:-1]), float(w[-1]), tuple(mean), tuple(scale), 0.5, tuple(features))
+
+
+def _newton(z: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
     w = np.zeros(z.shape[1])
     penalty = np.full(z.shape[1], l2)
-    penalty[-1] = 0.0  # the bias is not shrunk
+    penalty[-1] = 0.0  # the last column is the bias
     for _ in range(50):
         p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
         gradient = z.T @ (p - y) + penalty * w
@@ -82,9 +114,7 @@ def fit(records: Sequence[Record], features: Sequence[str] = FEATURES, l2: float
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
-    threshold = _threshold(p, y.astype(bool), max_false_no_match)
-    return AnswerabilityModel(tuple(w[:-1]), float(w[-1]), tuple(mean), tuple(scale), threshold, tuple(features))
+    return w
 
 
 def _threshold(p: np.ndarray, answerable: np.ndarray, max_false_no_match: float) -> float:
@@ -133,7 +163,7 @@ def score(records: Sequence[Record], refused: Sequence[bool], ranks: Sequence[in
 
 def unrecognised(record: Record) -> Record:
     """The record as it would be if no failure family had been recognised (an unseen failure)."""
-    return replace(record, candidates=tuple(replace(c, family=0.0) for c in record.candidates))
+    return replace(record, candidates=tuple(replace(c, family=0.0, platform=0.0) for c in record.candidates))
 
 
 def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,

