@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from common.errors import ConfigError
 
@@ -46,6 +47,28 @@ def _backend(env: Mapping[str, str]) -> str:
     return chosen
 
 
+def _megabytes(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number of MB, not {value!r}") from exc
+    if number <= 0:
+        raise ConfigError(f"{name} must be positive, not {value!r}")
+    return number
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name)
+    if not value:
+        return default
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ConfigError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
     value = env.get(name) or choices[0]
     if value not in choices:
@@ -72,6 +95,22 @@ class Settings:
     llm_max_tokens: int = 1500  # per model reply: a small model may otherwise ramble to the end of its context
     llm_capabilities: Path | None = None  # doctor-llm's verdicts; default: llm-capabilities.json in the data dir
     redact_mode: str = "default"  # default | strict
+    # What is read at most (SECURITY.md): a document for the index, a bundle (--bundle, --compare, uploads).
+    max_doc_mb: float = 50.0
+    max_bundle_mb: float = 16.0
+    # The front ends: the web chat, the Slack bot, the feedback they both store.
+    feedback_db: Path | None = None  # default: feedback.sqlite3 in the data directory
+    web_auth: str | None = field(default=None, repr=False)  # user:password
+    web_max_upload_mb: float = 50.0
+    slack_bot_token: str | None = field(default=None, repr=False)
+    slack_app_token: str | None = field(default=None, repr=False)
+    slack_signing_secret: str | None = field(default=None, repr=False)
+    slack_api_url: str | None = None
+    slack_channels: tuple[str, ...] = ()
+    slack_rate: int = 6  # questions per user per minute
+    slack_max_file_mb: float = 20.0
+    slack_probes: bool = False  # TRAINDOC_SLACK_PROBES=host: also probe the bot's own host
+    slack_command_visibility: str = "ephemeral"  # or channel
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -96,7 +135,12 @@ class Settings:
             llm_max_tokens=int(_number(env, "TRAINDOC_LLM_MAX_TOKENS", base.llm_max_tokens)),
             llm_capabilities=Path(env["TRAINDOC_LLM_CAPABILITIES"]) if env.get("TRAINDOC_LLM_CAPABILITIES") else None,
             redact_mode=env.get("TRAINDOC_REDACT") or base.redact_mode,
+            **_front_ends(env, base),
         )
+
+    @property
+    def feedback_path(self) -> Path:
+        return self.feedback_db or self.data_dir / "feedback.sqlite3"
 
     @property
     def cache_dir(self) -> Path:
@@ -105,6 +149,44 @@ class Settings:
     @property
     def chroma_dir(self) -> Path:
         return self.data_dir / "chroma"
+
+
+def _front_ends(env: Mapping[str, str], base: Settings) -> dict[str, Any]:
+    return {
+        "max_doc_mb": _megabytes(env, "TRAINDOC_MAX_DOC_MB", base.max_doc_mb),
+        "max_bundle_mb": _megabytes(env, "TRAINDOC_MAX_BUNDLE_MB", base.max_bundle_mb),
+        "feedback_db": Path(env["TRAINDOC_FEEDBACK_DB"]).expanduser() if env.get("TRAINDOC_FEEDBACK_DB") else None,
+        "web_auth": env.get("TRAINDOC_WEB_AUTH") or None,
+        "web_max_upload_mb": _megabytes(env, "TRAINDOC_WEB_MAX_UPLOAD_MB", base.web_max_upload_mb),
+        "slack_bot_token": env.get("SLACK_BOT_TOKEN") or None,
+        "slack_app_token": env.get("SLACK_APP_TOKEN") or None,
+        "slack_signing_secret": env.get("SLACK_SIGNING_SECRET") or None,
+        "slack_api_url": env.get("SLACK_API_URL") or None,
+        "slack_channels": tuple(c.strip() for c in env.get("TRAINDOC_SLACK_CHANNELS", "").split(",") if c.strip()),
+        "slack_rate": _count(env, "TRAINDOC_SLACK_RATE", base.slack_rate),
+        "slack_max_file_mb": _megabytes(env, "TRAINDOC_SLACK_MAX_FILE_MB", base.slack_max_file_mb),
+        "slack_probes": _choice(env, "TRAINDOC_SLACK_PROBES", ("", "host")) == "host",
+        "slack_command_visibility": _choice(env, "TRAINDOC_SLACK_COMMAND_VISIBILITY", ("ephemeral", "channel")),
+    }
+
+
+# Every environment variable traindoc reads, and the Settings field it sets: the documentation and the
+# tests walk this table (tests/security/test_settings.py), so a variable read elsewhere cannot hide.
+ENVIRONMENT: dict[str, str] = {
+    "TRAINDOC_DATA_DIR": "data_dir", "TRAINDOC_EMBED_MODEL": "embed_model", "TRAINDOC_CHROMA_URL": "chroma_url",
+    "TRAINDOC_CORPUS": "corpus_paths", "TRAINDOC_LOCK_TIMEOUT": "lock_timeout_s",
+    "TRAINDOC_PROBE_TIMEOUT": "probe_timeout_s", "TRAINDOC_BACKEND": "backend",
+    "TRAINDOC_LLM_BASE_URL": "llm_base_url", "TRAINDOC_LLM_MODEL": "llm_model", "TRAINDOC_LLM_API_KEY": "llm_api_key",
+    "TRAINDOC_LLM_TIMEOUT": "llm_timeout_s", "TRAINDOC_LLM_MAX_STEPS": "llm_max_steps", "TRAINDOC_LLM_MODE": "llm_mode",
+    "TRAINDOC_LLM_MAX_TOKENS": "llm_max_tokens", "TRAINDOC_LLM_CAPABILITIES": "llm_capabilities",
+    "TRAINDOC_REDACT": "redact_mode", "TRAINDOC_MAX_DOC_MB": "max_doc_mb", "TRAINDOC_MAX_BUNDLE_MB": "max_bundle_mb",
+    "TRAINDOC_FEEDBACK_DB": "feedback_db", "TRAINDOC_WEB_AUTH": "web_auth",
+    "TRAINDOC_WEB_MAX_UPLOAD_MB": "web_max_upload_mb", "SLACK_BOT_TOKEN": "slack_bot_token",
+    "SLACK_APP_TOKEN": "slack_app_token", "SLACK_SIGNING_SECRET": "slack_signing_secret",
+    "SLACK_API_URL": "slack_api_url", "TRAINDOC_SLACK_CHANNELS": "slack_channels", "TRAINDOC_SLACK_RATE": "slack_rate",
+    "TRAINDOC_SLACK_MAX_FILE_MB": "slack_max_file_mb", "TRAINDOC_SLACK_PROBES": "slack_probes",
+    "TRAINDOC_SLACK_COMMAND_VISIBILITY": "slack_command_visibility",
+}
 
 
 def contain_caches(settings: Settings) -> None:

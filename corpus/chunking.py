@@ -6,8 +6,11 @@ Rules, in the order they matter:
 - Sub-headings that repeat inside one document (``错误信息``, ``解决方案``, ``Root cause`` ...) are
   the generic parts of a problem write-up, not topics of their own: they stay inside their parent's
   chunk, so a problem's error message, cause and fix are retrieved and cited together.
-- A code block is never split; a section longer than ``max_chars`` is split between blocks with
-  ``overlap_blocks`` blocks of overlap, every part keeping the section's path.
+- A section longer than ``max_chars`` is split between blocks with ``overlap_blocks`` blocks of overlap,
+  every part keeping the section's path. A code block is not split, unless it alone is longer than
+  ``HARD_LIMIT`` characters and two chunks (a minified file, a pasted dump): then it, like any such block or
+  line, is cut into pieces of at most ``max_chars`` (code pieces re-fenced), so no chunk is unbounded:
+  embedding one huge text costs memory far beyond its size.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 RST_UNDERLINE = re.compile(r"^([=\-~^\"'`*+#])\1{2,}\s*$")
 PATH_SEPARATOR = " > "
+HARD_LIMIT = 8192  # characters: a block longer than this (and than two chunks) is cut
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,53 @@ def _blocks(lines: list[str]) -> list[str]:
     return blocks
 
 
+def _bounded(blocks: list[str], max_chars: int) -> list[str]:
+    """Blocks of bounded size: a longer one is cut at lines (a line at spaces, else anywhere) into pieces of
+    ``max_chars``; a cut code block is re-fenced piece by piece."""
+    limit = max(HARD_LIMIT, 2 * max_chars)
+    out: list[str] = []
+    for block in blocks:
+        if len(block) <= limit:
+            out.append(block)
+            continue
+        lines = block.split("\n")
+        fenced = bool(FENCE.match(lines[0])) and len(lines) > 1
+        opening = lines[0].strip() if fenced else ""
+        if fenced:
+            lines = lines[1:-1] if FENCE.match(lines[-1]) else lines[1:]
+        room = max_chars - (2 * len(opening) + 2 if fenced else 0)
+        for piece in _pieces(lines, max(room, 64)):
+            out.append(f"{opening}\n{piece}\n{opening[:3]}" if fenced else piece)
+    return out
+
+
+def _pieces(lines: list[str], room: int) -> list[str]:
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for whole in lines:
+        start = 0
+        while len(whole) - start > room:  # one enormous line: cut at the last space before the room runs out
+            cut = whole.rfind(" ", start + room // 2, start + room)
+            cut = cut if cut > start else start + room
+            if current:
+                pieces.append("\n".join(current))
+                current, size = [], 0
+            pieces.append(whole[start:cut])
+            start = cut + 1 if whole.startswith(" ", cut) else cut
+        line = whole[start:] if start else whole
+        if current and size + len(line) + 1 > room:
+            pieces.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current:
+        pieces.append("\n".join(current))
+    return pieces
+
+
 def _split(blocks: list[str], max_chars: int, overlap_blocks: int) -> list[list[str]]:
+    blocks = _bounded(blocks, max_chars)
     parts: list[list[str]] = []
     current: list[str] = []
     size = 0

@@ -3,6 +3,11 @@
 Unchanged files are skipped, changed files replaced, deleted files removed. One writer at a time: a
 lock file in the data directory makes a second run wait (up to ``lock_timeout_s``) and then refuse.
 After every run the chunks are written to a local snapshot that the lexical index is built from.
+
+Only confined documents are read (``corpus.discovery``: regular files under the folder they were configured
+from, within ``TRAINDOC_MAX_DOC_MB``); what was skipped is in the report, with why. A big document is
+embedded and stored in batches, with a progress bar on a terminal, in memory bounded by the batch. A store
+that fails SQLite's integrity check is rebuilt by a plain run, not trusted because the manifest agrees.
 """
 
 from __future__ import annotations
@@ -11,17 +16,22 @@ import hashlib
 import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from common.errors import IndexBusyError, IndexStoreError, InputError
 from common.settings import REPO_ROOT, Settings
 from corpus.chunking import Chunk, chunk_document
+from corpus.discovery import SUFFIXES, Found, Refused, read_document
+from corpus.discovery import discover as discover_documents
 from corpus.embedding import Embedder
 from corpus.store import StoredChunk, VectorStore, remove_local_index
 
-SUFFIXES = (".md", ".markdown", ".txt", ".rst")
+__all__ = ["SUFFIXES", "IndexReport", "build_index", "discover", "display_source", "embed_text"]
 log = logging.getLogger(__name__)
+BATCH = 256  # chunks embedded and stored at a time: memory stays bounded whatever a document's size
 
 
 @dataclass
@@ -55,24 +65,14 @@ def display_source(path: Path) -> str:
         return str(resolved)
 
 
-def discover(paths: Iterable[Path]) -> list[Path]:
-    """The document files under ``paths`` (files or folders), sorted, hidden folders skipped."""
-    found: set[Path] = set()
-    for path in paths:
-        if not path.exists():
-            raise InputError(f"no such file or folder: {path}")
-        if path.is_file():
-            if path.suffix.lower() not in SUFFIXES:
-                raise InputError(f"{path}: not a .md, .txt or .rst file")
-            found.add(path.resolve())
-            continue
-        for candidate in path.rglob("*"):
-            relative = candidate.relative_to(path).parts
-            if any(part.startswith(".") for part in relative):
-                continue
-            if candidate.is_file() and candidate.suffix.lower() in SUFFIXES:
-                found.add(candidate.resolve())
-    return sorted(found)
+def discover(paths: Iterable[Path], max_bytes: int = 50 * 2**20) -> list[Path]:
+    """The document files under ``paths`` (files or folders), sorted; only what may be read (see
+    ``corpus.discovery``)."""
+    return discover_documents(paths, max_bytes).files
+
+
+def _max_bytes(settings: Settings) -> int:
+    return int(settings.max_doc_mb * 2**20)
 
 
 def _progress(items: Sequence[Path], enabled: bool) -> Iterable[Path]:
@@ -81,6 +81,15 @@ def _progress(items: Sequence[Path], enabled: bool) -> Iterable[Path]:
     from tqdm import tqdm
 
     return tqdm(items, desc="indexing", unit="file", file=sys.stderr)
+
+
+def _chunk_bar(name: str, total: int, enabled: bool) -> Any:
+    """A bar over one big document's chunks (embedding is what takes the time), on a terminal only."""
+    if not enabled or total < 2 * BATCH or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"embedding {name}", unit="chunk", file=sys.stderr, leave=False)
 
 
 def build_index(
@@ -125,12 +134,16 @@ def _index_locked(
 
     embedder = embed()
     roots = _registered_roots(settings, paths)
-    files = discover([r for r in roots if r.exists()])
-    if not rebuild and settings.chroma_url is None:
-        unchanged = _unchanged_since_last_run(settings, embedder.name, files)
+    found = discover_documents([r for r in roots if r.exists()], _max_bytes(settings))
+    files = found.files
+    damaged = settings.chroma_url is None and not rebuild and _damaged(settings)
+    if damaged:
+        log.warning("the index failed its integrity check (%s); rebuilding it", damaged)
+    elif not rebuild and settings.chroma_url is None:
+        unchanged = _unchanged_since_last_run(settings, embedder.name, found)
         if unchanged is not None:
             return unchanged
-    if rebuild:
+    if rebuild or damaged:
         remove_local_index(settings)
     try:
         store = VectorStore(settings, embedder, create=True)
@@ -149,18 +162,24 @@ def _index_locked(
     from corpus.embedding_cache import EmbeddingCache
 
     cache = EmbeddingCache(embedder.name, settings.cache_dir / f"embeddings-{embedder.name.replace('/', '_')}.npz")
-    report = IndexReport()
+    report = IndexReport(skipped=list(found.skipped))
     seen: set[str] = set()
+    unreadable: set[str] = set()  # a read that failed for now (permissions): its chunks stay until it reads again
     hashes: dict[str, str] = {}
     for path in _progress(files, progress):
         source = display_source(path)
-        seen.add(source)
         try:
-            raw = path.read_bytes()
+            raw = read_document(path, _max_bytes(settings))
+        except Refused as exc:  # not a document any more: its chunks leave the index
+            report.skipped.append((source, exc.strerror or str(exc)))
+            continue
         except OSError as exc:
+            seen.add(source)
+            unreadable.add(source)
             report.skipped.append((source, exc.strerror or str(exc)))
             log.info("skipped %s: %s", source, exc.strerror or exc)  # the caller reports skips
             continue
+        seen.add(source)
         file_hash = hashlib.sha256(raw).hexdigest()
         hashes[source] = file_hash
         previous = stored.get(source)
@@ -170,19 +189,27 @@ def _index_locked(
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
+            unreadable.add(source)
             report.skipped.append((source, f"not valid UTF-8 (byte {exc.start})"))
             log.info("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
             continue
+        del raw
         chunks = chunk_document(text, source, title=path.stem)
-        records = [StoredChunk(c.chunk_id, source, c.section, c.text, file_hash, c.part) for c in chunks]
-        vectors = cache.embed(embedder, [embed_text(c) for c in chunks])
-        store.upsert(records, vectors)
-        stale = sorted(set(previous[1]) - {c.chunk_id for c in records}) if previous else []
+        del text
+        bar = _chunk_bar(path.name, len(chunks), progress)
+        for start in range(0, len(chunks), BATCH):
+            batch = chunks[start : start + BATCH]
+            records = [StoredChunk(c.chunk_id, source, c.section, c.text, file_hash, c.part) for c in batch]
+            store.upsert(records, cache.embed(embedder, [embed_text(c) for c in batch]))
+            if bar is not None:
+                bar.update(len(batch))
+        if bar is not None:
+            bar.close()
+        stale = sorted(set(previous[1]) - {c.chunk_id for c in chunks}) if previous else []
         store.delete(stale)
-        report.chunks_written += len(records)
+        report.chunks_written += len(chunks)
         (report.updated if previous else report.added).append(source)
 
-    unreadable = {source for source, _ in report.skipped}
     for source, (_, ids) in stored.items():
         if source not in seen and source not in unreadable:
             store.delete(ids)
@@ -200,7 +227,7 @@ def _index_locked(
         write_snapshot(settings, stored_chunks, version, store.vectors(), embedder.name)
     record_store_version(settings, version)
     report.chunks_total = len(stored_chunks)
-    if not report.skipped:
+    if not unreadable:
         _write_manifest(settings, embedder.name, version, hashes, len(stored_chunks))
     return report
 
@@ -219,9 +246,26 @@ def _write_manifest(settings: Settings, model: str, version: str, hashes: dict[s
         log.warning("could not record the index manifest: %s", exc)
 
 
-def _unchanged_since_last_run(settings: Settings, model: str, files: Sequence[Path]) -> IndexReport | None:
+def _damaged(settings: Settings) -> str:
+    """Why the local store fails SQLite's integrity check, or "" (also when there is no store yet)."""
+    import sqlite3
+
+    path = settings.chroma_dir / "chroma.sqlite3"
+    if not path.exists():
+        return ""
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as db:
+            rows = db.execute("PRAGMA quick_check(3)").fetchall()
+    except sqlite3.Error as exc:
+        return str(exc)
+    verdict = "; ".join(str(r[0]) for r in rows)
+    return "" if verdict == "ok" else verdict
+
+
+def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> IndexReport | None:
     """The report of a run with nothing to do, when the files, the model, the store and the snapshot are all
     as the last successful run left them; None when anything differs (then the store is consulted)."""
+    files = found.files
     import json
 
     from corpus.snapshot import read_snapshot
@@ -236,7 +280,7 @@ def _unchanged_since_last_run(settings: Settings, model: str, files: Sequence[Pa
     current: dict[str, str] = {}
     for path in files:
         try:
-            current[display_source(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            current[display_source(path)] = hashlib.sha256(read_document(path, _max_bytes(settings))).hexdigest()
         except OSError:
             return None
     if current != recorded:
@@ -244,7 +288,8 @@ def _unchanged_since_last_run(settings: Settings, model: str, files: Sequence[Pa
     snapshot = read_snapshot(settings)
     if snapshot is None or snapshot.version != manifest.get("version"):
         return None
-    return IndexReport(unchanged=sorted(current), chunks_total=int(manifest.get("chunks", len(snapshot.chunks))))
+    return IndexReport(unchanged=sorted(current), skipped=list(found.skipped),
+                       chunks_total=int(manifest.get("chunks", len(snapshot.chunks))))
 
 
 def _looks_like_sqlite(path: Path) -> bool:
