@@ -149,7 +149,10 @@ def dump(pid: int, *, native: bool = False, timeout_s: float = 10.0, binary: str
         return Dump(pid, reason="missing", error="py-spy is not installed (pip install py-spy; traindoc's own venv has it)")
     args = [exe, "dump", "--pid", str(pid), "--json"] + (["--native"] if native else ["--nonblocking"])
     started = time.monotonic()
-    for attempt in range(2):  # a non-blocking read can catch a frame mid-change: one retry
+    attempts = 3
+    for attempt in range(attempts):  # a non-blocking read can catch a frame mid-change (more often under load)
+        if attempt:
+            time.sleep(0.05 * attempt)
         result = run_command(args, max(0.5, timeout_s - (time.monotonic() - started)))
         ms = round((time.monotonic() - started) * 1000, 1)
         if result.timed_out:
@@ -165,7 +168,7 @@ def dump(pid: int, *, native: bool = False, timeout_s: float = 10.0, binary: str
         else:
             message = result.stderr or result.stdout
         reason = _reason(message, pid)
-        if reason != "failed" or attempt == 1:
+        if reason != "failed" or attempt == attempts - 1:
             return Dump(pid, reason=reason, error=_explain(reason, pid, message), call=result.call, duration_ms=ms)
     raise AssertionError("unreachable")
 
