@@ -62,3 +62,24 @@ def test_a_cold_offline_answer_imports_no_store_ui_model_framework_or_torch(use_
         assert json.loads(answer_line)["citations"], answer_line[:300]
         loaded = {name.split(".")[0] for name in json.loads(modules_line)}
         assert not loaded & set(OFFLINE_HEAVY), sorted(loaded & set(OFFLINE_HEAVY))
+
+
+def test_cold_answers_equal_warm_answers(use_shared_index, tmp_path):
+    """Each question in a fresh process (the snapshot path) answers exactly as one warm batch process does."""
+    questions = ["CUDA out of memory with ZeRO-3", "why is NCCL hanging", "MASTER_PORT address already in use",
+                 "sm_120 is not compatible with the current PyTorch installation", "loss becomes nan after a few steps",
+                 "how do I bake sourdough bread"]
+    batch = tmp_path / "cases.jsonl"
+    batch.write_text("".join(json.dumps({"id": str(i), "query": q}) + "\n" for i, q in enumerate(questions)))
+    warm = subprocess.run([str(ROOT / ".venv" / "bin" / "ask"), "--batch", str(batch), "--json", "--no-probes"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert warm.returncode == 0, warm.stderr
+    warm_answers = [json.loads(line) for line in warm.stdout.splitlines()]
+    for question, hot in zip(questions, warm_answers, strict=True):
+        cold = subprocess.run([str(ROOT / ".venv" / "bin" / "ask"), "--json", "--no-probes", question],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+        assert cold.returncode == 0, cold.stderr
+        answer = json.loads(cold.stdout)
+        assert answer["answer"] == hot["answer"], question
+        assert [c["chunk_id"] for c in answer["citations"]] == [c["chunk_id"] for c in hot["citations"]], question
+        assert answer["no_match"] == hot["no_match"], question
