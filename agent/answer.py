@@ -46,6 +46,7 @@ class Answer:
     grounded: bool | None = None  # agent mode: whether any citation survived grounding
     notice: str | None = None  # e.g. "model unreachable: offline answer"
     diagnosis: JobDiagnosis | None = None  # the job read as a whole (log triage or live hang snapshot)
+    confidence: float | None = None  # 0..1, that the first cited section answers (no_match: that the nearest does)
     mode: str | None = None  # with a model: "agent" (it called the tools) or "explain" (it wrote from traindoc's facts)
 
     def to_json(self) -> dict[str, Any]:
@@ -61,6 +62,7 @@ class Answer:
             ],
             findings=[asdict(f) for f in self.findings],
             no_match=self.no_match,
+            confidence=None if self.confidence is None else round(self.confidence, 3),
             backend=self.backend,
             timings_ms={k: round(v, 1) for k, v in self.timings_ms.items()},
         )

@@ -1,20 +1,26 @@
 """The offline composer: an answer written only from retrieved sections and probe findings.
 
-No model is involved: the diagnosis is the best section's own text, the fixes are the commands it
-quotes, and every statement carries the number of the citation it came from. Curated facts
-correct stale advice before it is quoted.
+No model is involved: the diagnosis is the best section's own text, the fixes are the commands of the
+same problem write-up (never another section's), and every statement carries the number of the
+citation it came from. Curated facts (agent.corrections) correct stale advice before it is quoted. A
+weak match says so; when nothing answers, the answer leads with what the evidence does say (probes,
+error lines; the job's diagnosis is put above it by agent.core), names the nearest sections as not
+answers, and says what to collect next. The words traindoc adds live in data/guidance.json and
+common/data/phrases.json.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from agent.answer import Citation, FindingView
-from common.language import language_of, say
+from agent.corrections import Correction, correct
+from common.language import Lang, language_of, say
 from common.textsafe import code_span
 from corpus.chunking import HEADING, PATH_SEPARATOR
 
@@ -30,43 +36,26 @@ MAX_DIAGNOSIS_LINES = 14
 MAX_FIX_BLOCKS = 3
 
 
-@dataclass(frozen=True)
-class Correction:
-    code: str
-    context: re.Pattern[str]
-    stale: re.Pattern[str]
-    replace: dict[str, str]
-    note: str
+@cache
+def _guidance() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(resources.files("agent").joinpath("data/guidance.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _say(key: str, lang: Lang, **values: Any) -> str:
+    return str(_guidance()["phrases"][lang][key]).format(**values)
 
 
 @cache
-def corrections() -> list[Correction]:
-    data = json.loads(resources.files("agent").joinpath("data/curated_facts.json").read_text(encoding="utf-8"))
-    return [
-        Correction(
-            c["code"], re.compile(c["context"], re.I), re.compile(c["stale"], re.I), c["replace"], c["note"]
-        )
-        for c in data["corrections"]
-    ]
+def _part_heading() -> re.Pattern[str]:
+    return re.compile(_guidance()["part_headings"], re.IGNORECASE)
 
 
-def correct(text: str, context: str) -> tuple[str, list[Correction]]:
-    """``text`` with stale advice replaced, and the corrections that applied."""
-    applied: list[Correction] = []
-    for fact in corrections():
-        if not fact.context.search(context) or not fact.stale.search(text):
-            continue
-
-        def swap(match: re.Match[str], fact: Correction = fact) -> str:
-            stale = match.group(0)
-            for prefix, fresh in fact.replace.items():
-                if stale.lower().startswith(prefix.lower()):
-                    return fresh
-            return stale
-
-        text = fact.stale.sub(swap, text)
-        applied.append(fact)
-    return text, applied
+def what_to_collect(recognised: Sequence[str], lang: Lang) -> list[str]:
+    """Next evidence: what the recognised failure families call for first, then what every case needs."""
+    collect = _guidance()["collect"]
+    items = [item[lang] for name in recognised for item in collect["families"].get(name, [])]
+    return list(dict.fromkeys(items + [item[lang] for item in collect["general"]]))
 
 
 def _split_blocks(text: str) -> tuple[list[str], list[str]]:
@@ -99,13 +88,24 @@ def _is_fix(block: str) -> bool:
     return any(COMMAND_LINE.match(line) for line in lines[1:-1])
 
 
+def _problem(section: str) -> list[str]:
+    """The heading path of the problem a section belongs to: trailing part headings (cause, fix,
+    option N) name a part of their parent's write-up, not a problem of their own."""
+    path = section.split(PATH_SEPARATOR)
+    while len(path) > 1 and _part_heading().match(path[-1].strip()):
+        path = path[:-1]
+    return path
+
+
 def _same_problem(top: str, other: str) -> bool:
-    """A subsection of the top section, or a sibling under the same problem heading."""
-    top_path, other_path = top.split(PATH_SEPARATOR), other.split(PATH_SEPARATOR)
+    """A subsection of the top section, or another part of the same problem write-up. Two problems
+    listed under one heading (错误1 / 错误2) are not one problem."""
     if other.startswith(top + PATH_SEPARATOR):
         return True
-    siblings = other_path[: len(top_path) - 1] == top_path[:-1] and len(other_path) > len(top_path) - 1
-    return len(top_path) >= 3 and siblings and top_path[:-1] != top_path[:1]
+    problem = _problem(top)
+    if len(problem) < 2:  # only the document title is left: the document is not one problem
+        return False
+    return other.split(PATH_SEPARATOR)[: len(problem)] == problem
 
 
 def _dedupe(fixes: list[tuple[str, Citation]]) -> list[tuple[str, Citation]]:
@@ -131,7 +131,12 @@ def compose(
     recognised: list[str],
     error_lines: list[str],
     probe_source: str = "this machine",
+    *,
+    confidence: float | None = None,
+    nearest: Sequence[Citation] = (),
 ) -> str:
+    """The answer's markdown. ``confidence``: that the first citation answers (retrieval's answerability);
+    ``nearest``: when nothing answers, the closest sections, named as not answers."""
     parts: list[str] = []
     lang = language_of(question)
     problems = [f for f in findings if f.status == "problem"]
@@ -147,28 +152,26 @@ def compose(
         parts.append(f"### {say('error_lines', lang)}")
         parts.extend(f"- {code_span(line[:160])}" for line in error_lines[:4])  # a backtick in the log cannot end it
         parts.append("")
-    if no_match:
-        what = f" ({', '.join(recognised)})" if recognised else ""
-        parts.append(say("no_match", lang, what=what))
-        if citations:
-            nearest = "; ".join(f"{c.source} › {_title(c.section)}" for c in citations[:2])
-            parts.append(say("nearest", lang, items=nearest))
-        return "\n".join(parts).strip()
+    if no_match or not citations:
+        return _no_match(parts, recognised, confidence, list(nearest) or citations, lang)
 
     top = citations[0]
     parts.append(f"### {say('likely_cause', lang, title=_title(top.section), n=top.n)}")
-    # The top section and the parts of the same problem write-up (its subsections, its siblings).
+    if confidence is not None and confidence < float(_guidance()["weak_below"]):
+        parts.extend([_say("weak_match", lang, confidence=confidence), ""])
+    # The top section and the parts of the same problem write-up (its subsections, its other parts):
+    # its text is the diagnosis, its commands the fixes. Other sections are only named (See also).
     family = [top] + [c for c in citations[1:] if _same_problem(top.section, c.section)]
     fixes: list[tuple[str, Citation]] = []
     notes: dict[str, str] = {}
     shown = 0
-    for citation in family + [c for c in citations[1:3] if c not in family]:
+    for citation in family:
         body, applied = correct(citation.text, citation.section + "\n" + question)
         for fact in applied:
             notes.setdefault(fact.note, "")
             notes[fact.note] += f"[{citation.n}]"
         prose, code = _split_blocks(body)
-        if citation in family and shown < MAX_DIAGNOSIS_LINES and prose:
+        if shown < MAX_DIAGNOSIS_LINES and prose:
             take = prose[: MAX_DIAGNOSIS_LINES - shown]
             marker = "" if citation is top else f" [{citation.n}]"
             parts.extend(take[:-1] + [take[-1] + marker, ""])
@@ -194,3 +197,24 @@ def compose(
         parts.append(f"### {say('see_also', lang)}")
         parts.extend(f"- [{c.n}] {_title(c.section)}" for c in citations[1:])
     return "\n".join(parts).strip()
+
+
+def _no_match(parts: list[str], recognised: list[str], confidence: float | None, nearest: Sequence[Citation],
+              lang: Lang) -> str:
+    """After what the evidence says (above): no section answers; the nearest ones, plainly not answers;
+    what to collect next."""
+    what = f" ({', '.join(recognised)})" if recognised else ""
+    lead = say("no_match", lang, what=what)
+    if confidence is not None and nearest:
+        lead += " " + _say("no_match_confidence", lang, confidence=confidence)
+    parts.extend([lead, ""])
+    if nearest:
+        parts.append(f"### {_say('nearest_heading', lang)}")
+        parts.extend(_say("nearest_item", lang, source=c.source, title=_title(c.section)) for c in nearest[:3])
+        parts.append("")
+    parts.append(f"### {_say('collect_heading', lang)}")
+    parts.extend(f"- {item}" for item in what_to_collect(recognised, lang))
+    return "\n".join(parts).strip()
+
+
+__all__ = ["Correction", "compose", "correct", "what_to_collect"]

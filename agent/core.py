@@ -190,8 +190,9 @@ class Troubleshooter:
                      score=h.score, text=h.chunk.text)
             for i, h in enumerate(result.hits, 1)
         ]
+        nearest: list[Citation] = []
         if result.no_match:
-            citations = []
+            citations, nearest = [], citations[:3]
         findings = []
         results: list[Any] = []
         if diagnosis is not None:
@@ -201,7 +202,8 @@ class Troubleshooter:
             findings = finding_views(results, citations)
         return Facts(question, citations, findings, results, result.no_match,
                      result.recognised, question.log_errors or result.error_lines, job,
-                     question.bundle.name if question.bundle else "", timings, started)
+                     question.bundle.name if question.bundle else "", timings, started,
+                     confidence=result.confidence, nearest=nearest)
 
     def _compose(self, facts: Facts) -> Answer:
         """The offline answer: traindoc's own words (in the question's language) around the quoted sections."""
@@ -210,7 +212,7 @@ class Troubleshooter:
         source = say("bundle_machine", lang, name=facts.machine) if facts.machine else say("this_machine", lang)
         shown_errors = [] if job is not None and job.root_cause is not None else facts.errors
         body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
-                       source)
+                       source, confidence=facts.confidence, nearest=facts.nearest)
         if job is not None and job.root_cause is not None:
             from jobs.render import demote_timeout_fixes, diagnosis_markdown
 
@@ -220,7 +222,7 @@ class Troubleshooter:
         return Answer(
             question=question.text, answer=body, citations=facts.citations, findings=facts.findings,
             no_match=facts.no_match, timings_ms=timings, error_lines=facts.errors, recognised=facts.recognised,
-            id=question.id, diagnosis=job,
+            id=question.id, diagnosis=job, confidence=facts.confidence,
         )
 
     def _start_hang_snapshot(self, question: Question) -> Future | None:  # type: ignore[type-arg]

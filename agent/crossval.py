@@ -89,6 +89,9 @@ def _logistic(rows: Sequence[Record], features: Sequence[str], l2: float) -> Ans
         x, y = np.vstack([x, unseen]), np.concatenate([y, y])
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale < 1e-6] = 1.0
+    if y.min() == y.max():  # one class only (a tiny fold): nothing to weigh, the prior decides
+        bias = 5.0 if y[0] else -5.0
+        return AnswerabilityModel((0.0,) * len(features), bias, tuple(mean), tuple(scale), 0.5, tuple(features))
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
     active = np.ones(z.shape[1], dtype=bool)
     signs = np.array([SIGNS.get(f, 0) for f in features] + [0])

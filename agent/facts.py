@@ -26,3 +26,5 @@ class Facts:
     machine: str  # where the probes ran: "" for this machine, else the bundle's file name
     timings: dict[str, float] = field(default_factory=dict)
     started: float = 0.0  # perf_counter() when gathering began
+    confidence: float | None = None  # that the first section answers (corpus.answerability)
+    nearest: list[Citation] = field(default_factory=list)  # no_match: the closest sections, not answers

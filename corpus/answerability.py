@@ -51,7 +51,7 @@ NOISE = re.compile(
     r"|\b\d+(?:\.\d+)+\w*|\b0x[0-9a-f]+\b|\bv\d[\w.]*",
     re.IGNORECASE,
 )
-WORD = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
+WORD = re.compile(r"--?[A-Za-z][\w-]*\w|[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
 CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 # Log decoration (glog's E0406 prefix, rank tags, levels) and Python's own exception classes name no problem.
 GENERIC = re.compile(r"[ewif]\d{4}|rank\d+|(?:info|warn|warning|error|debug|fatal|critical|trace|notice)", re.IGNORECASE)

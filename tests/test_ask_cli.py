@@ -26,6 +26,7 @@ def test_json_schema_and_stale_advice_correction(cli):
     assert answer["question"] == SM120
     assert answer["backend"] == "offline"
     assert answer["no_match"] is False
+    assert 0.5 <= answer["confidence"] <= 1.0
     assert answer["findings"] == []
     assert isinstance(answer["timings_ms"], dict) and answer["timings_ms"]
     assert all(isinstance(v, int | float) and v >= 0 for v in answer["timings_ms"].values())
@@ -63,6 +64,8 @@ def test_unanswerable_question_is_no_match_without_citations(cli, question):
     assert answer["citations"] == []
     assert "No match" in answer["answer"]
     assert "### Fixes" not in answer["answer"]
+    assert "What to collect next" in answer["answer"], "a no_match answer still says what would help"
+    assert 0.0 <= answer["confidence"] < 0.5
 
 
 NOISE = "\n".join(

@@ -108,6 +108,30 @@ def test_eval_json_report(cli, eval_cases):
         assert 0.0 <= mode["R@1"] <= mode["R@3"] <= mode["R@5"] <= 1.0
 
 
+CV_CASES = EVAL_CASES + [
+    {"id": "nan", "query": "loss becomes nan after a few hundred steps with fp16", "lang": "en",
+     "gold": [{"file": "004_f7d4acab9feaf887.txt", "heading": "NaN"}]},
+    {"id": "mps", "query": "RuntimeError: MPS backend out of memory on an Apple M2", "gold": []},
+]
+
+
+def test_eval_cross_validation_scores_held_out_folds_beside_the_baselines(cli, tmp_path):
+    path = tmp_path / "cv.jsonl"
+    path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in CV_CASES), encoding="utf-8")
+    result = cli("traindoc", "eval", "--cv", "2", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["k"] == 2 and report["cases"] == 6 and report["answerable"] == 4
+    assert set(report["modes"]) == {"hybrid", "hybrid, unseen", "bm25", "dense"}
+    for figures in report["modes"].values():
+        assert len(figures["folds"]) == 2 and {"mean", "worst", "pooled"} <= set(figures)
+        assert figures["worst"]["R@3"] <= figures["mean"]["R@3"] <= 1.0
+    text = cli("traindoc", "eval", "--cv", "2", str(path))
+    assert text.returncode == 0 and "hybrid worst" in text.stdout and "bm25 mean" in text.stdout
+    refused = cli("traindoc", "eval", "--cv", "1", str(path))
+    assert refused.returncode == 1 and "at least 2 folds" in refused.stderr
+
+
 def test_eval_rejects_a_malformed_cases_file(cli, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n', encoding="utf-8")

@@ -1,0 +1,137 @@
+"""The answerability signals on a small synthetic knowledge base: each row a question, a section, and
+what the evidence must say. Nothing here comes from an evaluation set."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corpus.answerability import FEATURES, AnswerabilityModel, Evidence, document_frequency, evidence, identifiers
+from corpus.families import catalogue, covered, recognise
+from corpus.lexical import BM25Index, tokenize
+
+SECTIONS = {
+    "slurm": "## Job preempted on the gpu partition\nsqueue shows PREEMPTED; the job was requeued. "
+             "Set --requeue and checkpoint every 30 minutes with save_interval.",
+    "scratch": "## Disk quota exceeded on /scratch\n```\nOSError: [Errno 122] Disk quota exceeded\n```\n"
+               "Clean old checkpoints with `lfs quota -u $USER /scratch` and set max_checkpoints.",
+    "nccl": "## NCCL watchdog timeout\n```\nWatchdog caught collective operation timeout: WorkNCCL\n```\n"
+            "Check NCCL_SOCKET_IFNAME and raise TORCH_NCCL_BLOCKING_WAIT only while debugging.",
+    "oom": "## CUDA out of memory\n```\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate\n```\n"
+           "Lower the micro batch size, enable gradient checkpointing.",
+}
+BM25 = BM25Index([tokenize(text) for text in SECTIONS.values()])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling cublasGemmEx", {"cublas_status_execution_failed",
+                                                                                   "cublasgemmex"}),
+        ("GatedRepoError: 401 Client Error", {"gatedrepoerror"}),
+        ("set --max-restarts and NCCL_DEBUG=INFO", {"max-restarts", "nccl_debug"}),
+        ("tokenizer.chat_template is not set", {"tokenizer.chat_template"}),
+        ("aten::isin.Tensor_Tensor_out on device mps", {"aten::isin.tensor_tensor_out"}),
+        # noise: paths, URLs, versions, script names, log levels, glog prefixes, builtin exceptions
+        ("File /home/u/train.py, https://x.org/a/b, torch 2.5.1, E0406 INFO ValueError: bad", set()),
+        ("运行 ppo的时候出现了cuda 报错", set()),  # CJK next to ASCII is no identifier
+    ],
+    ids=["cublas", "camel-class", "flags-env", "dotted", "cpp-op", "noise", "cjk"],
+)
+def test_identifiers(text, expected):
+    assert set(identifiers(text)) == expected
+
+
+def test_document_frequency_reads_back_the_index():
+    assert document_frequency(BM25, "nccl_socket_ifname") == 1
+    assert document_frequency(BM25, "checkpoints") == 1
+    assert document_frequency(BM25, "kubernetes") == 0
+
+
+def _evidence(question: str, section: str, errors: tuple[str, ...] = (), **kw: float) -> Evidence:
+    values = {"quoted_error": 0.0, "dense": 0.8, "dense_others": [0.8], "ranks": [0, 0, 0], "family": 0.0} | kw
+    return evidence(question=question, errors=list(errors), section_text=SECTIONS[section], bm25=BM25,
+                    **values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("question", "section", "check"),
+    [
+        # Terms the knowledge base never mentions are evidence against.
+        ("kubectl describe pod shows ImagePullBackOff for the trainer image", "slurm",
+         lambda e: e.ident_oov == 1.0 and e.word_oov > 0.5),
+        ("Why does squeue say PREEMPTED and how do I requeue the job?", "slurm",
+         lambda e: e.ident_oov == 0.0 and e.word_oov < 0.5),
+        # The error line's terms found in the section.
+        ("OSError: [Errno 122] Disk quota exceeded while saving", "scratch", lambda e: e.error_cover > 0.5),
+        ("OSError: [Errno 122] Disk quota exceeded while saving", "oom", lambda e: e.error_cover < 0.3),
+        # Known general words do not hide one unknown distinctive identifier.
+        ("UnpicklingError while loading checkpoints", "scratch", lambda e: e.ident_oov == 1.0),
+        # Both unknown together.
+        ("helm chart values.yaml ingress annotations", "nccl", lambda e: e.unknown == pytest.approx(e.ident_oov * e.word_oov)),
+    ],
+    ids=["oov-against", "in-vocabulary", "error-covered", "error-elsewhere", "unknown-class", "product"],
+)
+def test_vocabulary_and_error_evidence(question, section, check):
+    assert check(_evidence(question, section))
+
+
+def test_error_lines_are_the_key_when_given():
+    found = _evidence("my job died overnight", "nccl",
+                      errors=("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7)",))
+    assert found.error_cover > 0.5
+
+
+@pytest.mark.parametrize(
+    ("dense", "others", "ranks", "margin_positive", "agreement"),
+    [
+        (0.9, [0.7, 0.6, 0.6], [0, 1, 0], True, 1.0),  # stands out, every signal agrees
+        (0.8, [0.8, 0.81, 0.79], [5, 0, 7], False, 1 / 3),  # one of many alike, signals disagree
+    ],
+)
+def test_dense_margin_and_agreement(dense, others, ranks, margin_positive, agreement):
+    found = _evidence("NCCL watchdog timeout", "nccl", dense=dense, dense_others=others, ranks=ranks)
+    assert (found.dense_margin > 0) is margin_positive
+    assert found.agreement == pytest.approx(agreement)
+
+
+@pytest.mark.parametrize(
+    ("question", "section_text", "family", "platform"),
+    [
+        ("CUDA out of memory while training", "显存不足 out of memory: lower the batch size", 1.0, 0.0),
+        ("CUDA out of memory while training", "NCCL 超时: raise the timeout", -1.0, 0.0),
+        ("the job prints hello", "anything at all", 0.0, 0.0),  # nothing recognised
+        ("torch_xla on a TPU v4 pod finds no device", "CUDA driver and nvidia-smi", 0.0, -1.0),
+        ("torch_xla on a TPU v4 pod finds no device", "TPU runtime: torch_xla needs libtpu", 0.0, 0.0),
+    ],
+    ids=["family-covered", "family-missed", "none", "platform-missed", "platform-named"],
+)
+def test_family_and_platform_evidence(question, section_text, family, platform):
+    names = [f.name for f in catalogue()]
+    covers = np.zeros((1, len(names)), dtype=bool)
+    for name in covered(section_text):
+        covers[0, names.index(name)] = True
+    assert recognise(question, []).evidence(covers, 0) == (family, platform)
+
+
+def _model(**weights: float) -> AnswerabilityModel:
+    return AnswerabilityModel(tuple(weights.get(f, 0.0) for f in FEATURES), 0.0, (0.0,) * len(FEATURES),
+                              (1.0,) * len(FEATURES), 0.5)
+
+
+def test_decision_and_confidence():
+    model = _model(ident_oov=-4.0, quoted_error=4.0)
+    answers, confidence = model.decide(Evidence(quoted_error=1.0))
+    assert answers and 0.5 < confidence <= 1.0
+    answers, confidence = model.decide(Evidence(ident_oov=1.0))
+    assert not answers and 0.0 <= confidence < 0.5
+
+
+def test_a_section_for_another_platform_never_answers():
+    answers, confidence = _model(quoted_error=10.0).decide(Evidence(quoted_error=1.0, platform=-1.0))
+    assert not answers and confidence == 0.0
+
+
+def test_model_round_trips_through_json():
+    model = _model(word_oov=-1.5, family=2.0)
+    assert AnswerabilityModel.from_json(model.to_json()) == model
