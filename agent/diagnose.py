@@ -12,7 +12,8 @@ from pathlib import Path
 from agent.answer import Citation, FindingView
 from common.errors import InputError
 
-PORT_MENTION = re.compile(r"(?:MASTER_PORT|port|端口)\s*[=:：]?\s*(\d{4,5})\b|:(\d{4,5})\b", re.IGNORECASE)
+# Bounded gaps: ``\s*`` on both sides of an optional ``=`` rescans a run of spaces from every point (quadratic).
+PORT_MENTION = re.compile(r"(?:MASTER_PORT|port|端口)[ \t]{0,8}[=:：]?[ \t]{0,8}(\d{4,5})\b|:(\d{4,5})\b", re.IGNORECASE)
 DEFAULT_PORT = 29500
 
 
@@ -54,8 +55,8 @@ def diagnose(request: ProbeRequest) -> Diagnosis:
 
         try:
             return Diagnosis(load_bundle(request.bundle), str(request.bundle))
-        except (OSError, BundleError) as exc:
-            raise InputError(f"cannot use bundle {request.bundle}: {exc}") from exc
+        except (OSError, BundleError) as exc:  # the message names the file and the field
+            raise InputError(str(exc), hint="make it with `traindoc probe --json` on that machine") from exc
 
     from tools.registry import run_probes, select_probes
 

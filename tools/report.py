@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from tools.base import Finding, ProbeContext, ProbeResult, Severity
+from tools.bundle import BUNDLE_VERSION, BundleError, read_bundle
 from tools.env_vars import ifname_matches
 from tools.redact import mask_json
+from tools.verdicts import rejudge
 
-BUNDLE_VERSION = 1
-
-
-class BundleError(ValueError):
-    """A file that is not a readable traindoc bundle."""
+__all__ = ["BUNDLE_VERSION", "BundleError", "bundle", "compare_bundles", "load_bundle", "read_node", "render_report"]
 
 
 def evidence_lines(evidence: Any, prefix: str = "", limit: int = 40) -> list[str]:
@@ -80,18 +78,30 @@ def bundle(results: list[ProbeResult], ctx: ProbeContext | None = None) -> dict[
     return mask_json(data)
 
 
-def load_bundle(path: str | Path) -> list[ProbeResult]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: not a readable JSON bundle ({exc})") from exc
-    if not isinstance(data, dict) or data.get("traindoc_bundle") != BUNDLE_VERSION:
-        raise BundleError(f"{path}: not a traindoc bundle (expected \"traindoc_bundle\": {BUNDLE_VERSION})")
+def bundle_cap() -> int:
+    """TRAINDOC_MAX_BUNDLE_MB, in bytes (read where no caller passed the cap)."""
+    from common.settings import Settings
+
+    return int(Settings.from_env().max_bundle_mb * 2**20)
+
+
+def read_node(path: str | Path, max_bytes: int | None = None) -> tuple[str | None, list[ProbeResult]]:
+    """(the host the bundle says it is from, its results re-judged by traindoc's rules), reading ``path`` once:
+    it may be a pipe (``--bundle <(ssh node3 traindoc probe --json)``)."""
+    data = read_bundle(path, max_bytes or bundle_cap())
     data = mask_json(data)  # a hand-edited or older bundle may carry secrets: mask on read too
+    source = Path(str(path)).name
     try:
-        return [ProbeResult.from_dict(r) for r in data["results"]]
-    except (KeyError, TypeError, ValueError) as exc:
+        results = [rejudge(ProbeResult.from_dict(r), source) for r in data["results"]]
+    except (KeyError, TypeError, ValueError) as exc:  # the schema checked the shape: a bug if this is reached
         raise BundleError(f"{path}: malformed result in bundle ({type(exc).__name__}: {exc})") from exc
+    host = data.get("host")
+    return (str(host) if host else None), results
+
+
+def load_bundle(path: str | Path, max_bytes: int | None = None) -> list[ProbeResult]:
+    """A bundle's results: bounded read, schema, secrets masked, verdicts recomputed (``tools.verdicts``)."""
+    return read_node(path, max_bytes)[1]
 
 
 def node_facts(results: list[ProbeResult]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tools.base import Clock, Finding, ProbeContext, ProbeResult, RunCommand, finish, run_command
 from tools.target_python import interpreter_available, report_for_probe
 
@@ -20,6 +22,15 @@ def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
         return found
     python, report = found["python"], found["report"]
     packages = report.get("packages", {})
+    findings = judge(report)
+    installed = ", ".join(f"{k} {v}" for k, v in packages.items() if v)
+    summary = f"Python {report.get('python')}; {installed}; NCCL {report.get('nccl') or 'n/a'}"
+    return finish(NAME, clock, findings, {"python_path": python, **report}, summary)
+
+
+def judge(report: dict[str, Any]) -> list[Finding]:
+    """The verdicts on an interpreter's report (this machine's, or a bundle's raw evidence)."""
+    packages = report.get("packages", {})
     findings = [
         Finding("TORCH_VERSION_CONFLICT", "problem",
                 f"{c['package']} {c['version']} requires {c['requires']}, installed torch is {packages.get('torch')}",
@@ -36,6 +47,4 @@ def probe(ctx: ProbeContext, run: RunCommand = run_command) -> ProbeResult:
                                 f"torch.cuda.nccl.version() = {report['nccl']}; nvidia-nccl = {pip_nccl}",
                                 "Another libnccl is loaded first (LD_LIBRARY_PATH / LD_PRELOAD / NCCL built into "
                                 "torch); make every node use the same one.", ("nccl version", "ld_library_path")))
-    installed = ", ".join(f"{k} {v}" for k, v in packages.items() if v)
-    summary = f"Python {report.get('python')}; {installed}; NCCL {report.get('nccl') or 'n/a'}"
-    return finish(NAME, clock, findings, {"python_path": python, **report}, summary)
+    return findings

@@ -108,7 +108,8 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     probe.add_argument("--log", type=Path, action="append", default=[], metavar="FILE", help="a log for log_grep")
     probe.add_argument("--output-dir", type=Path, action="append", default=[], metavar="DIR",
                        help="checkpoint/output folder whose free space matters (default: current folder)")
-    probe.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-probe time limit (default 10)")
+    probe.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="per-probe time limit (default 10, or TRAINDOC_PROBE_TIMEOUT)")
     probe.add_argument("--compare", type=Path, nargs="+", metavar="BUNDLE",
                        help="compare bundles from several nodes instead of probing this machine")
     hang = commands.add_parser("hang", help="what every rank of a hung job is doing now (read-only stack snapshot)")

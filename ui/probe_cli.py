@@ -13,14 +13,18 @@ from common.errors import InputError, UsageError
 def run_probe_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from common.settings import Settings
+
+    settings = Settings.from_env()  # the one settings object: TRAINDOC_PROBE_TIMEOUT, TRAINDOC_MAX_BUNDLE_MB
     console = Console()
     if args.compare:
-        return _compare(args.compare, args.json, console)
+        return _compare(args.compare, args.json, console, settings)
     from tools.base import ProbeContext
     from tools.registry import run_probes
     from tools.report import bundle, render_report
 
-    if args.timeout <= 0:
+    timeout = settings.probe_timeout_s if args.timeout is None else args.timeout
+    if timeout <= 0:
         raise UsageError("--timeout must be positive")
     for log in args.log:
         if not log.is_file():
@@ -28,7 +32,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
     ports = tuple(args.port) or ((int(os.environ["MASTER_PORT"]),) if os.environ.get("MASTER_PORT", "").isdigit() else (29500,))
     context = ProbeContext(
         python=args.python, ports=ports, log_paths=tuple(args.log), allowed_roots=(),
-        output_dirs=tuple(args.output_dir) or (Path.cwd(),), environ=dict(os.environ), timeout_s=args.timeout,
+        output_dirs=tuple(args.output_dir) or (Path.cwd(),), environ=dict(os.environ), timeout_s=timeout,
     )
     results = run_probes(None, context)
     if args.json:
@@ -38,20 +42,23 @@ def run_probe_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare(paths: list[Path], as_json: bool, console) -> int:  # type: ignore[no-untyped-def]
+def _compare(paths: list[Path], as_json: bool, console, settings) -> int:  # type: ignore[no-untyped-def]
     from rich.table import Table
     from rich.text import Text
 
-    from tools.report import BundleError, compare_bundles, load_bundle
+    from tools.report import BundleError, compare_bundles, read_node
 
     if len(paths) < 2:
         raise UsageError("--compare needs at least two bundles")
     bundles: dict[str, list] = {}  # type: ignore[type-arg]
+    cap = int(settings.max_bundle_mb * 2**20)
     for path in paths:
         try:
-            bundles[_node_name(path) + ("" if _node_name(path) not in bundles else f" #{len(bundles) + 1}")] = load_bundle(path)
+            host, results = read_node(path, cap)  # once: a path may be a pipe
         except BundleError as exc:
             raise InputError(str(exc)) from exc
+        name = f"{host} ({path})" if host else str(path)
+        bundles[name + ("" if name not in bundles else f" #{len(bundles) + 1}")] = results
     findings = compare_bundles(bundles)
     if as_json:
         print(json.dumps([f.to_dict() for f in findings], ensure_ascii=False, indent=1))
@@ -68,9 +75,3 @@ def _compare(paths: list[Path], as_json: bool, console) -> int:  # type: ignore[
     return 0
 
 
-def _node_name(path: Path) -> str:
-    try:
-        host = json.loads(path.read_text(encoding="utf-8")).get("host")
-    except (OSError, ValueError, AttributeError):
-        host = None
-    return f"{host} ({path})" if host else str(path)

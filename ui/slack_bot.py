@@ -10,7 +10,6 @@ a channel allowlist apply. Slack API errors become one log line naming the setti
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -346,12 +345,13 @@ def _api_base(url: str | None) -> str:
 
 
 def _is_bundle(path: Path) -> bool:
-    if path.suffix != ".json":
-        return False
+    """A `traindoc probe --json` bundle, by a look at its start (it is parsed, within its cap, when used)."""
+    from tools.bundle import looks_like_bundle
+
     try:
-        with path.open(encoding="utf-8") as handle:
-            return bool(json.loads(handle.read(4_000_000)).get("traindoc_bundle"))
-    except (OSError, ValueError, AttributeError):
+        with path.open("rb") as handle:
+            return looks_like_bundle(handle.read(4096))
+    except OSError:
         return False
 
 

@@ -92,7 +92,20 @@ def probes_html(results: list[Any]) -> str:
     return f"<table class='traindoc-probes'><tr><th>probe</th><th>verdict</th><th>summary</th></tr>{rows}</table>"
 
 
-def read_upload(path: str | None, max_mb: int, question: str = "") -> tuple[LogReading, tuple[Path, ...]]:
+def uploaded_bundle(path: str | None) -> Path | None:
+    """The upload when it is a `traindoc probe --json` bundle (the machine it describes is then diagnosed)."""
+    from tools.bundle import looks_like_bundle
+
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return Path(path) if looks_like_bundle(handle.read(4096)) else None
+    except OSError:
+        return None
+
+
+def read_upload(path: str | None, max_mb: float, question: str = "") -> tuple[LogReading, tuple[Path, ...]]:
     """The uploaded log, read as a job (triaged)."""
     from agent.logs import LogReading, read_log
 
@@ -102,7 +115,7 @@ def read_upload(path: str | None, max_mb: int, question: str = "") -> tuple[LogR
     file = Path(path)
     size = file.stat().st_size
     if size > max_mb * 1024 * 1024:
-        raise InputError(f"the log is {size / 1e6:.0f} MB; the limit is {max_mb} MB", hint="upload the last part of it")
+        raise InputError(f"the log is {size / 1e6:.0f} MB; the limit is {max_mb:g} MB", hint="upload the last part of it")
     try:
         reading = read_log(file, question)
     except InputError as exc:  # the user knows the file by its name, not by Gradio's cache path
@@ -128,15 +141,18 @@ class WebChat:
             return
         history = [{"role": m["role"], "content": content_text(m.get("content"))} for m in chat
                    if m.get("role") in ("user", "assistant") and not (m.get("metadata") or {}).get("title")]
+        bundle = uploaded_bundle(log_file)
         try:
-            reading, paths = read_upload(log_file, self.options.max_upload_mb, text)
+            reading, paths = read_upload(None if bundle else log_file, self.options.max_upload_mb, text)
         except TraindocError as exc:
             chat += [{"role": "user", "content": shown(text or "(log)")}, {"role": "assistant", "content": shown(f"⚠️ {exc}")}]
             yield chat, "", "", answers, shown(str(exc))
             return
         head, errors = reading.head, reading.errors
-        question = Question(text=text or (errors[0] if errors else head.splitlines()[0] if head else "log"),
-                            log_head=head, log_errors=errors, log_paths=paths, history=history, job=reading.diagnosis)
+        fallback = "what is wrong with the machine in this bundle?" if bundle else "log"
+        question = Question(text=text or (errors[0] if errors else head.splitlines()[0] if head else fallback),
+                            log_head=head, log_errors=errors, log_paths=paths, history=history, job=reading.diagnosis,
+                            bundle=bundle)
         chat.append({"role": "user", "content": shown(question.text)})
         yield chat, "", "", answers, ""
         events: queue.Queue[Event | BaseException] = queue.Queue()
