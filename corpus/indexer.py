@@ -148,6 +148,7 @@ def _index_locked(
     try:
         store = VectorStore(settings, embedder, create=True)
         stored = store.file_hashes()
+        store.count()  # reads the vector segment too: a damaged HNSW file fails here, not at the next query
     except IndexStoreError as exc:
         if settings.chroma_url or rebuild:
             raise
@@ -239,7 +240,8 @@ def _manifest_path(settings: Settings) -> Path:
 def _write_manifest(settings: Settings, model: str, version: str, hashes: dict[str, str], chunks: int) -> None:
     import json
 
-    payload = {"embed_model": model, "version": version, "files": hashes, "chunks": chunks}
+    payload = {"embed_model": model, "version": version, "files": hashes, "chunks": chunks,
+               "store_files": _store_files(settings)}
     try:
         _manifest_path(settings).write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
     except OSError as exc:
@@ -276,6 +278,8 @@ def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> I
         return None
     if manifest.get("embed_model") != model or not _looks_like_sqlite(settings.chroma_dir / "chroma.sqlite3"):
         return None  # a missing or clobbered store is rebuilt, not trusted because the manifest says so
+    if manifest.get("store_files") != _store_files(settings):
+        return None  # the store's files changed since the last run wrote them: consult (and check) the store
     recorded: dict[str, str] = manifest.get("files", {})
     current: dict[str, str] = {}
     for path in files:
@@ -290,6 +294,20 @@ def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> I
         return None
     return IndexReport(unchanged=sorted(current), skipped=list(found.skipped),
                        chunks_total=int(manifest.get("chunks", len(snapshot.chunks))))
+
+
+def _store_files(settings: Settings) -> dict[str, list[int]]:
+    """Every file of the local store with its size and modification time, as a run leaves them."""
+    files: dict[str, list[int]] = {}
+    root = settings.chroma_dir
+    try:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                info = path.stat()
+                files[str(path.relative_to(root))] = [info.st_size, info.st_mtime_ns]
+    except OSError:
+        return {}
+    return files
 
 
 def _looks_like_sqlite(path: Path) -> bool:

@@ -6,6 +6,7 @@ the store.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -157,7 +158,9 @@ def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: s
             pickle.dump(snapshot, handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, target)
     except OSError as exc:
-        log.warning("could not cache the lexical index at %s: %s", target, exc)
+        # a read-only data folder (a shared install) is expected: the snapshot is rebuilt in memory each run
+        (log.debug if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else log.warning)(
+            "could not cache the lexical index at %s: %s", target, exc)
     return snapshot
 
 
@@ -171,7 +174,8 @@ def record_store_version(settings: Settings, version: str) -> None:
     try:
         _version_path(settings).write_text(version, encoding="utf-8")
     except OSError as exc:
-        log.warning("could not record the index version: %s", exc)
+        (log.debug if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else log.warning)(
+            "could not record the index version: %s", exc)
 
 
 def current_without_store(settings: Settings, snapshot: KnowledgeSnapshot | None, embed_model: str) -> bool:

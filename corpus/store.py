@@ -1,13 +1,23 @@
 """The vector store: chromadb, always with our own embedding function (chroma's default downloads a
 model). A local ``PersistentClient`` by default; ``TRAINDOC_CHROMA_URL`` uses a shared Chroma server.
 
-Every chroma error is translated here, and only here, into ``IndexStoreError``.
+Every chroma error is translated here, and only here, into ``IndexStoreError``, with the one command that
+fixes it where it runs: `traindoc index` (which checks and rebuilds the store) when the data folder is
+writable, the folder's owner or another TRAINDOC_DATA_DIR when it is not. A read-only index (a shared
+install, a read-only mount) is opened from a private copy, so reading never needs to write. chromadb's Rust
+core writes panics to file descriptor 2 itself: while the store opens, that descriptor points at a temporary
+file, relayed to the debug log (``--debug``) and never to the user's terminal.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import shutil
+import sys
+import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,8 +91,27 @@ class _ChromaEmbeddingFunction:
         return ["cosine"]
 
 
+def writable(path: Path) -> bool:
+    """Can this process write there (the folder itself, or where it would be created)?"""
+    target = path
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    return os.access(target, os.W_OK)
+
+
+def repair_hint(settings: Settings, missing: bool = False) -> str:
+    """The one command that fixes a missing, damaged or mismatched local index, as it can work where traindoc
+    runs."""
+    if settings.chroma_url:
+        return "is the Chroma server running? check TRAINDOC_CHROMA_URL"
+    if writable(settings.data_dir):
+        return "run `traindoc index`" + ("" if missing else ": it checks the index and rebuilds what is damaged")
+    return (f"{settings.data_dir} is read-only here: ask whoever owns it to run `traindoc index` there, or set "
+            "TRAINDOC_DATA_DIR to a writable folder and run `traindoc index`")
+
+
 @contextmanager
-def _translated(action: str, location: str) -> Iterator[None]:
+def _translated(action: str, location: str, hint: str = "run `traindoc index`") -> Iterator[None]:
     try:
         yield
     except IndexStoreError:
@@ -90,9 +119,52 @@ def _translated(action: str, location: str) -> Iterator[None]:
     except Exception as exc:  # chromadb raises many unrelated types; all mean "store unusable"
         raise IndexStoreError(
             f"cannot {action} the index at {location}: {type(exc).__name__}: {str(exc)[:200]}",
-            hint="is the Chroma server running? check TRAINDOC_CHROMA_URL" if action == "reach"
-            else "run `traindoc index --rebuild`",
+            hint="is the Chroma server running? check TRAINDOC_CHROMA_URL" if action == "reach" else hint,
         ) from exc
+
+
+_FD2 = threading.Lock()
+
+
+@contextmanager
+def _quiet_fd2() -> Iterator[None]:
+    """File descriptor 2 sent to a temporary file while chromadb opens: its Rust core prints panics (with
+    RUST_BACKTRACE set, a whole backtrace) there directly, before Python sees the error."""
+    with _FD2, tempfile.TemporaryFile() as sink:
+        for stream in (sys.stderr, sys.__stderr__):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            written = sink.read(64 * 1024).decode("utf-8", errors="replace").strip()
+            if written:
+                log.debug("chromadb wrote to stderr while opening the index:\n%s", written)
+
+
+def _register_function() -> None:
+    """Make chroma know our embedding function by name: otherwise it warns, on every write, that it "could
+    not reconstruct embedding function traindoc"."""
+    from chromadb.utils.embedding_functions import known_embedding_functions
+
+    known_embedding_functions.setdefault("traindoc", _ChromaEmbeddingFunction)  # type: ignore[arg-type]
+
+
+def _private_copy(path: Path) -> Path:
+    """A read-only index copied where this process may write (chromadb writes even to read)."""
+    target = Path(tempfile.mkdtemp(prefix="traindoc-index-")) / "chroma"
+    shutil.copytree(path, target)
+    atexit.register(shutil.rmtree, target.parent, True)
+    log.info("the index at %s is read-only; reading a private copy in %s", path, target)
+    return target
 
 
 class VectorStore:
@@ -102,13 +174,15 @@ class VectorStore:
 
         self._embedder = embedder
         self._function = _ChromaEmbeddingFunction(embedder)
+        self._hint = repair_hint(settings)
+        _register_function()
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if settings.chroma_url:
             url = urlparse(settings.chroma_url)
             if url.scheme not in ("http", "https") or not url.hostname:
                 raise ConfigError(f"TRAINDOC_CHROMA_URL is not an http(s) URL: {settings.chroma_url!r}")
             self.location = settings.chroma_url
-            with _translated("reach", self.location):
+            with _translated("reach", self.location), _quiet_fd2():
                 self._client = chromadb.HttpClient(
                     host=url.hostname, port=url.port or (443 if url.scheme == "https" else 80),
                     ssl=url.scheme == "https", settings=chroma_settings,
@@ -117,15 +191,18 @@ class VectorStore:
             path = settings.chroma_dir
             self.location = str(path)
             if not create and not (path / "chroma.sqlite3").exists():
-                raise IndexMissingError(f"no index at {path}", hint="run `traindoc index`")
-            with _translated("open", self.location):
+                raise IndexMissingError(f"no index at {path}", hint=repair_hint(settings, missing=True))
+            with _translated("open", self.location, self._hint), _quiet_fd2():
                 if create:
                     path.mkdir(parents=True, exist_ok=True)
+                elif not writable(path / "chroma.sqlite3") or not writable(path):
+                    path = _private_copy(path)
                 self._client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
-        self._collection = self._open_collection(create)
+        with _quiet_fd2():
+            self._collection = self._open_collection(create)
 
     def _open_collection(self, create: bool) -> Any:
-        with _translated("open", self.location):
+        with _translated("open", self.location, self._hint):
             names = {getattr(c, "name", c) for c in self._client.list_collections()}
             if COLLECTION not in names:
                 if not create:
@@ -141,12 +218,12 @@ class VectorStore:
         if stored_model != self._embedder.name:
             if create:
                 log.warning("index was built with %s; rebuilding it for %s", stored_model, self._embedder.name)
-                with _translated("rebuild", self.location):
+                with _translated("rebuild", self.location, self._hint):
                     self._client.delete_collection(COLLECTION)
                 return self._open_collection(create)
             raise IndexMismatchError(
                 f"the index was built with embedding model {stored_model!r}, but {self._embedder.name!r} is configured",
-                hint="run `traindoc index` to rebuild it",
+                hint=self._hint,
             )
         return collection
 
@@ -158,16 +235,16 @@ class VectorStore:
         metadata = dict(self._collection.metadata or {})
         metadata["version"] = version
         metadata.pop("hnsw:space", None)
-        with _translated("update", self.location):
+        with _translated("update", self.location, self._hint):
             self._collection.modify(metadata=metadata)
 
     def count(self) -> int:
-        with _translated("read", self.location):
+        with _translated("read", self.location, self._hint):
             return int(self._collection.count())
 
     def file_hashes(self) -> dict[str, tuple[str, list[str]]]:
         """source -> (file hash, chunk ids) for everything stored."""
-        with _translated("read", self.location):
+        with _translated("read", self.location, self._hint):
             rows = self._collection.get(include=["metadatas"])
         files: dict[str, tuple[str, list[str]]] = {}
         for chunk_id, meta in zip(rows["ids"], rows["metadatas"] or [], strict=False):
@@ -177,7 +254,7 @@ class VectorStore:
         return files
 
     def all_chunks(self) -> list[StoredChunk]:
-        with _translated("read", self.location):
+        with _translated("read", self.location, self._hint):
             rows = self._collection.get(include=["metadatas", "documents"])
         return [
             StoredChunk(
@@ -191,7 +268,7 @@ class VectorStore:
 
     def vectors(self) -> dict[str, np.ndarray]:
         """chunk id -> stored embedding, for the snapshot's store-free dense search."""
-        with _translated("read", self.location):
+        with _translated("read", self.location, self._hint):
             rows = self._collection.get(include=["embeddings"])
         embeddings = rows.get("embeddings")
         if embeddings is None:
@@ -201,7 +278,7 @@ class VectorStore:
     def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray) -> None:
         if not chunks:
             return
-        with _translated("write", self.location):
+        with _translated("write", self.location, self._hint):
             for start in range(0, len(chunks), 2000):
                 batch = chunks[start : start + 2000]
                 self._collection.upsert(
@@ -216,13 +293,13 @@ class VectorStore:
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if chunk_ids:
-            with _translated("write", self.location):
+            with _translated("write", self.location, self._hint):
                 for start in range(0, len(chunk_ids), 5000):
                     self._collection.delete(ids=list(chunk_ids[start : start + 5000]))
 
     def nearest(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) of the nearest chunks."""
-        with _translated("query", self.location):
+        with _translated("query", self.location, self._hint):
             count = self._collection.count()
             if count == 0:
                 return []

@@ -148,13 +148,17 @@ def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
 
 
 def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
+    """Exit codes (README, SECURITY.md): 0 done, 1 failed (one line says what and what to do), 2 bad usage,
+    130 interrupted."""
+    from ui.quiet import one_line
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         return int(body())
     except TraindocError as exc:
         if debug:
             log.exception("failed")
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(one_line(f"{prog}: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
@@ -164,7 +168,8 @@ def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
     except Exception as exc:  # last resort: one line, never a traceback unless asked
         if debug:
             log.exception("unexpected failure")
-        print(f"{prog}: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        print(one_line(f"{prog}: internal error: {type(exc).__name__}: {exc}", "run with --debug for details"),
+              file=sys.stderr)
         return 1
 
 

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import warnings
+from typing import Any
 
 from common.secrets import mask
 
 OWN = ("traindoc", "agent", "corpus", "tools", "jobs", "ui", "common")
 EXIT_CODES = {0: "success", 1: "a failure (the line says what failed and what to do)", 2: "bad usage",
               130: "interrupted"}
+
+
+def one_line(message: str, hint: str = "", limit: int = 600) -> str:
+    """A failure as the user sees it: one line (an error may quote a multi-line message), secrets masked."""
+    text = " ".join(mask(message).split())
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{text} ({hint})" if hint else text
 
 
 class _Masked(logging.Formatter):
@@ -42,5 +51,16 @@ def setup_logging(debug: bool) -> None:
     logging.captureWarnings(True)  # warnings.warn from a library is a record of "py.warnings": filtered above
     if not debug:
         warnings.simplefilter("ignore")
+        threading.excepthook = _thread_failed  # a worker thread's traceback would otherwise print as it dies
+        sys.unraisablehook = _unraisable
         for noisy in ("chromadb", "httpx", "urllib3", "sentence_transformers", "slack_sdk", "slack_bolt"):
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
+
+
+def _thread_failed(args: Any) -> None:
+    logging.getLogger("traindoc").debug("thread %s failed", getattr(args.thread, "name", "?"),
+                                        exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+
+
+def _unraisable(args: Any) -> None:
+    logging.getLogger("traindoc").debug("ignored in %r: %s", args.object, args.exc_value)
