@@ -19,7 +19,7 @@ _BACKTICKS = re.compile(r"`+")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _MD_SPECIAL = re.compile(r"[\\\[\]<]|(?<=[A-Za-z])://|(?<![A-Za-z0-9])www\.", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SLACK_SPECIAL = re.compile(r"[&<>]|@(?=(?:here|channel|everyone)\b)", re.IGNORECASE)
+_SLACK_SPECIAL = re.compile(r"[&<>]|@(?=here|channel|everyone)", re.IGNORECASE)
 GRAVE = "\u02cb"  # MODIFIER LETTER GRAVE ACCENT: looks like a backtick, never closes Slack code
 
 

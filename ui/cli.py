@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import select
 import sys
 from collections.abc import Sequence
@@ -223,9 +222,16 @@ def _ask(argv: Sequence[str] | None) -> int:
 
 
 def _troubleshooter(args: argparse.Namespace) -> Any:
+    from agent.core import build_troubleshooter
+
+    return build_troubleshooter(_settings(args))
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """The one settings object every command starts from: the environment (common.settings.ENVIRONMENT), then
+    the command line's flags."""
     from dataclasses import replace
 
-    from agent.core import build_troubleshooter
     from common.settings import Settings
 
     settings = Settings.from_env()
@@ -243,7 +249,7 @@ def _troubleshooter(args: argparse.Namespace) -> Any:
         if args.top_k < 1:
             raise UsageError("--top-k must be at least 1")
         settings = replace(settings, top_k=args.top_k)
-    return build_troubleshooter(settings)
+    return settings
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -309,14 +315,12 @@ def _traindoc(argv: Sequence[str] | None) -> int:
     if args.command == "web":
         return _web(args)
     if args.command == "slack":
+        from agent.core import build_troubleshooter
         from ui.slack_bot import SlackOptions, run
 
-        options = SlackOptions.from_env(dict(os.environ), port=args.port, host=args.host)
-        if options.feedback_db is None:
-            from dataclasses import replace
-
-            options = replace(options, feedback_db=_feedback_path())
-        troubleshooter = _troubleshooter(args)
+        settings = _settings(args)
+        options = SlackOptions.from_settings(settings, port=args.port, host=args.host)
+        troubleshooter = build_troubleshooter(settings)
         troubleshooter.retriever()
         logging.getLogger("traindoc").setLevel(logging.INFO if args.debug else logging.WARNING)
         run(troubleshooter, options)
@@ -345,19 +349,20 @@ def _traindoc(argv: Sequence[str] | None) -> int:
 def _feedback_path() -> Path:
     from common.settings import Settings
 
-    configured = os.environ.get("TRAINDOC_FEEDBACK_DB")
-    return Path(configured) if configured else Settings.from_env().data_dir / "feedback.sqlite3"
+    return Settings.from_env().feedback_path
 
 
 def _web(args: argparse.Namespace) -> int:
+    from agent.core import build_troubleshooter
     from ui.web import DEFAULT_MAX_UPLOAD_MB, WebOptions, parse_auth, serve
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, not {args.port}")
-    limit = args.max_upload_mb or int(os.environ.get("TRAINDOC_WEB_MAX_UPLOAD_MB") or DEFAULT_MAX_UPLOAD_MB)
-    options = WebOptions(host=args.host, port=args.port, auth=parse_auth(os.environ.get("TRAINDOC_WEB_AUTH")),
-                         max_upload_mb=limit, feedback_db=_feedback_path())
-    troubleshooter = _troubleshooter(args)
+    settings = _settings(args)
+    limit = args.max_upload_mb or settings.web_max_upload_mb or DEFAULT_MAX_UPLOAD_MB
+    options = WebOptions(host=args.host, port=args.port, auth=parse_auth(settings.web_auth),
+                         max_upload_mb=limit, feedback_db=settings.feedback_path)
+    troubleshooter = build_troubleshooter(settings)
     troubleshooter.retriever()  # load the index before the first visitor
     print(f"traindoc web: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     serve(troubleshooter, options)

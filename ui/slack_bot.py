@@ -26,6 +26,7 @@ from agent.core import Question, Troubleshooter
 from agent.feedback import FeedbackStore
 from common.errors import ConfigError, TraindocError
 from common.redaction import Redactor
+from common.settings import Settings
 from ui.slack_blocks import answer_blocks, plain, probe_blocks
 
 log = logging.getLogger("traindoc.slack")
@@ -52,27 +53,28 @@ class SlackOptions:
     channels: frozenset[str] = frozenset()
     host_probes: bool = False
     rate_per_minute: int = 6
-    max_file_mb: int = 20
+    max_file_mb: float = 20
     feedback_db: Path | None = None
     ephemeral_commands: bool = True
 
     @classmethod
-    def from_env(cls, env: dict[str, str], port: int, host: str) -> SlackOptions:
-        token = env.get("SLACK_BOT_TOKEN", "")
-        if not token:
+    def from_settings(cls, settings: Settings, port: int, host: str) -> SlackOptions:
+        """The bot's options from the one settings object (SLACK_* tokens, TRAINDOC_SLACK_*)."""
+        if not settings.slack_bot_token:
             raise ConfigError("SLACK_BOT_TOKEN is not set", hint="see README: Slack bot")
-        if not env.get("SLACK_APP_TOKEN") and not env.get("SLACK_SIGNING_SECRET"):
+        if not settings.slack_app_token and not settings.slack_signing_secret:
             raise ConfigError("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP Events API)")
-        channels = frozenset(c.strip() for c in env.get("TRAINDOC_SLACK_CHANNELS", "").split(",") if c.strip())
         return cls(
-            bot_token=token, signing_secret=env.get("SLACK_SIGNING_SECRET") or None,
-            app_token=env.get("SLACK_APP_TOKEN") or None, api_url=env.get("SLACK_API_URL") or None,
-            host=host, port=port, channels=channels, host_probes=env.get("TRAINDOC_SLACK_PROBES") == "host",
-            rate_per_minute=int(env.get("TRAINDOC_SLACK_RATE") or 6),
-            max_file_mb=int(env.get("TRAINDOC_SLACK_MAX_FILE_MB") or 20),
-            feedback_db=Path(env["TRAINDOC_FEEDBACK_DB"]) if env.get("TRAINDOC_FEEDBACK_DB") else None,
-            ephemeral_commands=env.get("TRAINDOC_SLACK_COMMAND_VISIBILITY", "ephemeral") != "channel",
+            bot_token=settings.slack_bot_token, signing_secret=settings.slack_signing_secret,
+            app_token=settings.slack_app_token, api_url=settings.slack_api_url, host=host, port=port,
+            channels=frozenset(settings.slack_channels), host_probes=settings.slack_probes,
+            rate_per_minute=settings.slack_rate, max_file_mb=settings.slack_max_file_mb,
+            feedback_db=settings.feedback_path, ephemeral_commands=settings.slack_command_visibility != "channel",
         )
+
+    @classmethod
+    def from_env(cls, env: dict[str, str], port: int, host: str) -> SlackOptions:
+        return cls.from_settings(Settings.from_env(env), port, host)
 
 
 def slack_error_line(exc: Exception, action: str) -> str:
@@ -251,7 +253,7 @@ class SlackBridge:
         limit = self.options.max_file_mb * 1024 * 1024
         url = file.get("url_private_download") or file.get("url_private")
         if not url or size > limit:
-            log.warning("slack: skipped attachment %s (%d bytes; limit %d MB)", file.get("name"), size, self.options.max_file_mb)
+            log.warning("slack: skipped attachment %s (%d bytes; limit %g MB)", file.get("name"), size, self.options.max_file_mb)
             return None
         self.downloads.mkdir(parents=True, exist_ok=True)
         target = self.downloads / f"{uuid.uuid4().hex}-{Path(str(file.get('name') or 'log.txt')).name}"
@@ -262,7 +264,7 @@ class SlackBridge:
                 while chunk := response.read(1 << 16):
                     copied += len(chunk)
                     if copied > limit:
-                        raise OSError(f"larger than {self.options.max_file_mb} MB")
+                        raise OSError(f"larger than {self.options.max_file_mb:g} MB")
                     out.write(chunk)
         except OSError as exc:
             log.warning("slack: could not download %s: %s", file.get("name"), exc)

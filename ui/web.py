@@ -41,7 +41,7 @@ class WebOptions:
     host: str = "127.0.0.1"
     port: int = 7860
     auth: tuple[str, str] | None = None
-    max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
+    max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB
     feedback_db: Path | None = None
 
 
@@ -269,7 +269,7 @@ def build_app(chat: WebChat) -> Any:
                     box = gr.Textbox(placeholder="Paste an error or ask: why is NCCL hanging?", show_label=False,
                                      scale=5, elem_id="question")
                     send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
-                log_file = gr.File(label=f"Training log (max {chat.options.max_upload_mb} MB)", type="filepath",
+                log_file = gr.File(label=f"Training log or probe bundle (max {chat.options.max_upload_mb:g} MB)", type="filepath",
                                    elem_id="log")
                 status = gr.Markdown("", elem_id="status")
             with gr.Column(scale=2):
@@ -305,6 +305,6 @@ def serve(troubleshooter: Troubleshooter, options: WebOptions, *, block: bool = 
     app = build_app(WebChat(troubleshooter, options))
     app.queue(default_concurrency_limit=8)
     app.launch(server_name=options.host, server_port=options.port, auth=options.auth, share=False,
-               max_file_size=f"{options.max_upload_mb}mb", prevent_thread_lock=not block, quiet=True,
+               max_file_size=int(options.max_upload_mb * 2**20), prevent_thread_lock=not block, quiet=True,
                footer_links=[], css=CSS, show_error=False)
     return app

@@ -1,0 +1,50 @@
+"""Text from users is inert in Slack, through the real bot: a log line, a question or a bundle string never
+becomes a link, a mention, a channel-wide ping or a live image; secrets never reach the workspace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from slack_kit import Bot, blocks_text, event_callback, mention, new_ts, new_user
+
+from common.secrets import SHAPES
+
+pytestmark = pytest.mark.slow
+BOT_ENV = {"TRAINDOC_SLACK_CHANNELS": "C1", "TRAINDOC_SLACK_RATE": "30"}
+HOSTILE = ("RuntimeError: NCCL error ` <!channel> <!here> @here @channel <@U0ATTACKER> <http://attacker.example/x|click me> "
+           "[t](http://attacker.example/t) ![x](http://attacker.example/p.png) & <b>bold</b> ``` ```")
+
+
+def _ask(bot: Bot, text: str, **extra: object) -> dict:
+    event = mention(text, user=new_user(), channel="C1", **extra)
+    assert bot.event(event_callback(event)).status == 200
+    return bot.answer_to(event["ts"], channel="C1")
+
+
+def _everything(answer: dict) -> str:
+    return str(answer.get("text", "")) + "\n" + blocks_text(answer)
+
+
+def test_a_hostile_log_line_is_shown_as_text(bot: Bot) -> None:
+    name = f"train-{new_ts()}.log"
+    log = "step 1 loss 2.3\n" + HOSTILE + "\n"
+    url = bot.fake.add_file(name, log)
+    answer = _ask(bot, "why did it crash?", files=[{"id": "F9", "name": "train.log", "size": len(log), "url_private_download": url}])
+    shown = _everything(answer)
+    assert "NCCL error" in shown
+    for active in ("<!channel>", "<!here>", "<@U0ATTACKER>", "<http://attacker.example", "@here ", "@channel "):
+        assert active not in shown, active
+    assert "&lt;!channel&gt;" in shown  # shown, escaped as Slack requires
+    assert "|attacker" not in shown.replace("&lt;", "<").split("<http")[0]  # no <url|label> link form at all
+    call = next(c for c in bot.fake.calls("chat.postMessage") if c.params.get("blocks"))
+    assert call.params.get("unfurl_links") in (False, "false", "0", 0) and call.params.get("unfurl_media") in (False, "false", "0", 0)
+
+
+def test_a_question_is_inert_and_secrets_never_reach_slack(bot: Bot) -> None:
+    planted = " ".join(shape.example.replace("\n", " ") for shape in SHAPES[1:6])
+    answer = _ask(bot, f"NCCL timeout <!channel> <http://attacker.example|x> {planted}")
+    shown = _everything(answer)
+    assert "<!channel>" not in shown and "<http://attacker" not in shown
+    for shape in SHAPES[1:6]:
+        assert shape.planted not in json.dumps(answer)
