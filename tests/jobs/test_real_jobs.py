@@ -123,9 +123,17 @@ def test_jobs_ran_as_designed(jobs: jobkit.JobPool) -> None:
     assert not _left_behind(jobs.out.resolve()), _left_behind(jobs.out.resolve())
 
 
+# Faults whose own message is raised asynchronously (a DataLoader's SIGCHLD handler): on a loaded machine the
+# run can end before the rank prints it. Then the logs hold no evidence of the cause, and no triage can name it.
+FAULT_PRINTED = {"dataloader_worker": "DataLoader worker"}
+
+
 @pytest.mark.parametrize(("expect", "source"), ROWS)
 def test_triage_names_the_root_cause(jobs: jobkit.JobPool, expect: Expect, source: Source) -> None:
     result = _job(jobs, expect.job)
+    marker = FAULT_PRINTED.get(expect.job)
+    if marker and not any(marker in p.read_text(errors="replace") for p in _paths(result, "combined")):
+        pytest.skip(f"this run of {expect.job} ended before the rank printed {marker!r}: no evidence to triage")
     diagnosis = _diagnose(_paths(result, source), expect.question)
     root = diagnosis["root_cause"]
     assert root is not None, _show(diagnosis)
