@@ -11,7 +11,7 @@ from slack_kit import Bot, blocks_text, event_callback, mention, new_ts, new_use
 from common.secrets import SHAPES
 
 pytestmark = pytest.mark.slow
-BOT_ENV = {"TRAINDOC_SLACK_CHANNELS": "C1", "TRAINDOC_SLACK_RATE": "30"}
+BOT_ENV = {"TRAINDOC_SLACK_CHANNELS": "C1", "TRAINDOC_SLACK_RATE": "30", "TRAINDOC_MAX_BUNDLE_MB": "0.01"}
 HOSTILE = ("RuntimeError: NCCL error ` <!channel> <!here> @here @channel <@U0ATTACKER> <http://attacker.example/x|click me> "
            "[t](http://attacker.example/t) ![x](http://attacker.example/p.png) & <b>bold</b> ``` ```")
 
@@ -48,3 +48,12 @@ def test_a_question_is_inert_and_secrets_never_reach_slack(bot: Bot) -> None:
     assert "<!channel>" not in shown and "<http://attacker" not in shown
     for shape in SHAPES[1:6]:
         assert shape.planted not in json.dumps(answer)
+
+
+def test_a_bundle_above_the_cap_is_refused_in_one_line(bot: Bot) -> None:
+    """Slack takes attachments up to TRAINDOC_SLACK_MAX_FILE_MB; a bundle is still read only up to its own cap."""
+    data = json.dumps({"traindoc_bundle": 1, "host": "n", "results": [], "padding": "x" * 20_000})
+    url = bot.fake.add_file(f"node-{new_ts()}.json", data)
+    answer = _ask(bot, "NCCL hangs", files=[{"id": "F8", "name": "node.json", "size": len(data), "url_private_download": url}])
+    assert answer["text"].startswith(":warning:") and "\n" not in answer["text"]
+    assert "bundle cap (TRAINDOC_MAX_BUNDLE_MB)" in answer["text"] and "blocks" not in answer
