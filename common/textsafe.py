@@ -77,6 +77,8 @@ def segments(markdown: str) -> Iterator[tuple[str, str]]:
                 block, closing = [], ""
             continue
         opened = _FENCE.match(line)
+        if opened and opened.group(1)[0] == "`" and "`" in line[opened.end():]:
+            opened = None  # CommonMark: a backtick fence's info string holds no backtick, so this is text
         if opened:
             if text:
                 yield from _inline("".join(text))
