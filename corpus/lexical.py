@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -66,19 +67,25 @@ class _Posting:
 class BM25Index:
     """Okapi BM25 over pre-tokenised documents, with an inverted index for fast queries."""
 
-    def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, documents: Iterable[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+        """One pass over ``documents`` (a generator is fine: they are never held together); postings grow in
+        C arrays, 8 bytes an entry, not in lists of Python ints (a 20 MB document: a gigabyte otherwise)."""
         self.k1 = k1
         self.b = b
-        self.size = len(documents)
-        lengths = np.array([len(d) for d in documents], dtype=np.float32)
+        sizes = array("f")
+        postings: dict[str, tuple[array[int], array[float]]] = {}
+        for doc_id, tokens in enumerate(documents):
+            sizes.append(len(tokens))
+            for term, freq in Counter(tokens).items():
+                entry = postings.get(term)
+                if entry is None:
+                    entry = postings[term] = (array("i"), array("f"))
+                entry[0].append(doc_id)
+                entry[1].append(freq)
+        self.size = len(sizes)
+        lengths = np.array(sizes, dtype=np.float32)
         self.avg_length = float(lengths.mean()) if self.size else 0.0
         self._norm = (k1 * (1 - b + b * lengths / max(self.avg_length, 1e-9))).astype(np.float32)
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for doc_id, tokens in enumerate(documents):
-            for term, freq in Counter(tokens).items():
-                ids, freqs = postings.setdefault(term, ([], []))
-                ids.append(doc_id)
-                freqs.append(freq)
         self._postings = {
             term: _Posting(np.array(ids, dtype=np.int32), np.array(freqs, dtype=np.float32))
             for term, (ids, freqs) in postings.items()

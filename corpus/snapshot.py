@@ -112,8 +112,8 @@ def _code_error_lines(text: str) -> list[str]:
 def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors: Mapping[str, np.ndarray] | None = None,
                    embed_model: str = "") -> KnowledgeSnapshot:
     ordered = sorted(chunks, key=lambda c: (c.source, c.section, c.part))
-    documents = [tokenize(f"{c.section}\n{c.text}") for c in ordered]
-    headings = [tokenize(c.section.split(PATH_SEPARATOR, 1)[-1]) for c in ordered]
+    documents = (tokenize(f"{c.section}\n{c.text}") for c in ordered)  # one at a time: BM25Index reads them once
+    headings = (tokenize(c.section.split(PATH_SEPARATOR, 1)[-1]) for c in ordered)
     signatures = [
         [s for s in (signature(line) for line in _code_error_lines(c.text)) if len(s) >= 3] for c in ordered
     ]

@@ -32,6 +32,7 @@ from common.settings import Settings
 from corpus.embedding import Embedder
 
 COLLECTION = "traindoc"
+PAGE = 2000  # chunks read from chroma at a time
 log = logging.getLogger(__name__)
 
 
@@ -253,14 +254,21 @@ class VectorStore:
             ids.append(chunk_id)
         return files
 
-    def all_chunks(self) -> list[StoredChunk]:
+    def _pages(self, include: list[str]) -> Iterator[Any]:
+        """The whole collection, a page at a time: one get() of 30,000 chunks and their vectors costs chroma
+        more than a gigabyte at once; pages keep the transient to one page."""
         with _translated("read", self.location, self._hint):
-            rows = self._collection.get(include=["metadatas", "documents"])
+            total = int(self._collection.count())
+            for offset in range(0, total, PAGE):
+                yield self._collection.get(include=include, limit=PAGE, offset=offset)  # type: ignore[arg-type]
+
+    def all_chunks(self) -> list[StoredChunk]:
         return [
             StoredChunk(
                 chunk_id=chunk_id, source=str(meta["source"]), section=str(meta["section"]),
                 text=document or "", file_hash=str(meta["file_hash"]), part=int(meta.get("part", 0)),
             )
+            for rows in self._pages(["metadatas", "documents"])
             for chunk_id, meta, document in zip(
                 rows["ids"], rows["metadatas"] or [], rows["documents"] or [], strict=False
             )
@@ -268,12 +276,14 @@ class VectorStore:
 
     def vectors(self) -> dict[str, np.ndarray]:
         """chunk id -> stored embedding, for the snapshot's store-free dense search."""
-        with _translated("read", self.location, self._hint):
-            rows = self._collection.get(include=["embeddings"])
-        embeddings = rows.get("embeddings")
-        if embeddings is None:
-            return {}
-        return {chunk_id: np.asarray(vector, dtype=np.float32) for chunk_id, vector in zip(rows["ids"], embeddings, strict=False)}
+        found: dict[str, np.ndarray] = {}
+        for rows in self._pages(["embeddings"]):
+            embeddings = rows.get("embeddings")
+            if embeddings is None:
+                continue
+            for chunk_id, vector in zip(rows["ids"], embeddings, strict=False):
+                found[chunk_id] = np.array(vector, dtype=np.float32)  # a copy: the page's buffer is let go
+        return found
 
     def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray) -> None:
         if not chunks:
