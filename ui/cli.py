@@ -149,7 +149,7 @@ def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
 def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
     """Exit codes (README, SECURITY.md): 0 done, 1 failed (one line says what and what to do), 2 bad usage,
     130 interrupted."""
-    from ui.quiet import one_line
+    from ui.quiet import one_line, panicked
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
@@ -168,6 +168,14 @@ def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
         if debug:
             log.exception("unexpected failure")
         print(one_line(f"{prog}: internal error: {type(exc).__name__}: {exc}", "run with --debug for details"),
+              file=sys.stderr)
+        return 1
+    except BaseException as exc:  # a dependency's Rust code panicked: pyo3 raises that as a BaseException
+        if not panicked(exc):
+            raise
+        if debug:
+            log.exception("a library panicked")
+        print(one_line(f"{prog}: internal error: a library panicked: {exc}", "run with --debug for details"),
               file=sys.stderr)
         return 1
 
@@ -300,7 +308,12 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         return 2
     if args.command == "index":
         troubleshooter = _troubleshooter(args)
-        report = troubleshooter.index(args.paths or None, rebuild=args.rebuild)
+        try:
+            report = troubleshooter.index(args.paths or None, rebuild=args.rebuild)
+        except KeyboardInterrupt:
+            print("traindoc: index interrupted; what was embedded is kept: run `traindoc index` again to continue "
+                  "where it stopped", file=sys.stderr)
+            return 130
         for source, reason in report.skipped:
             print(f"traindoc: warning: skipped {source}: {reason}", file=sys.stderr)
         print(report.summary())
