@@ -10,11 +10,14 @@ spawn to reaped exit; medians compared. Also reported (no target): the peak RSS 
 (``ru_maxrss`` from ``wait4``), with torch's for scale.
 
 Then (``--no-explain`` skips it) the ask runs once under ``-X importtime`` and once under cProfile, and
-the top costs are printed: where the next regression comes from.
+the top costs are printed: where the next regression comes from. Last (``--no-quality`` skips it), the
+cross-validated quality of the same index and model, `traindoc eval --cv 5` over the dev set, is printed
+beside the timings, so that a speed-up that costs answers shows in the same run.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -38,6 +41,7 @@ from _common import (  # noqa: E402
 )
 
 QUESTION = "CUDA out of memory with ZeRO-3"
+DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev.jsonl"
 JOB_LOG = Path(__file__).resolve().parent / "data" / "three-rank-keyerror.log"  # real torchrun output, 3 ranks
 
 
@@ -96,6 +100,19 @@ def explain(env: dict[str, str]) -> None:
             print(f"    {tot:6.2f} s self  {cum:6.2f} s cum  {where}")
 
 
+def quality(env: dict[str, str]) -> None:
+    """`traindoc eval --cv 5` on the index just timed: held-out figures, mean and worst fold."""
+    if not DEV_SET.exists():
+        print(f"quality: skipped ({DEV_SET} not found)")
+        return
+    result = check(run_timed([script("traindoc"), "eval", "--cv", "5", "--json", str(DEV_SET)], env), "traindoc eval --cv 5")
+    hybrid = json.loads(result.stdout)["modes"]["hybrid"]
+    for row in ("mean", "worst"):
+        figures = hybrid[row]
+        print(f"quality (traindoc eval --cv 5, {row} fold): R@1 {figures['R@1']:.2f}, R@3 {figures['R@3']:.2f}, "
+              f"negatives answered no_match {figures['negatives']:.2f}, false no_match {figures['false_no_match']:.1%}")
+
+
 def _short(filename: str) -> str:
     for marker in ("site-packages/", "/work/main/", "lib/python3"):
         if marker in filename:
@@ -106,6 +123,7 @@ def _short(filename: str) -> str:
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--no-explain", action="store_true", help="skip the importtime and cProfile breakdown")
+    p.add_argument("--no-quality", action="store_true", help="skip the cross-validated quality figures")
     args = p.parse_args()
     print(f"== cold starts vs import torch (N={args.runs}, interleaved, medians)")
     data_dir = Path(tempfile.mkdtemp(prefix="traindoc-bench-cold-"))
@@ -135,6 +153,8 @@ def main() -> int:
             ok = ratio <= target
             oks.append(ok)
             verdict(name, ok, f"{cold:.2f} s = {ratio:.2f}x import torch ({base:.2f} s), target <= {target}x")
+        if not args.no_quality:
+            quality(env)
         if not args.no_explain:
             explain(env)
     finally:
