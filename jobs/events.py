@@ -45,6 +45,7 @@ class Event:
     rank: int | None
     host: str | None = None
     time: datetime | None = None
+    not_before: datetime | None = None  # no time of its own: the last time its rank's stream printed before it
     where: str | None = None  # "train.py:35"
     func: str | None = None  # the user function it happened in
     call: str | None = None  # for a collective timeout: the torch.distributed call waited in
@@ -115,6 +116,7 @@ class EventCollector:
         self._in_summary = False
         self._order = 0
         self._locals: set[tuple[str | None, int]] = set()
+        self._last_time: dict[tuple[str, int | None, int | None], datetime] = {}
 
     def feed(self, line: LogLine) -> None:
         self._order += 1
@@ -131,6 +133,8 @@ class EventCollector:
                 self._locals.add((line.host, line.local_rank))
         if text.strip():
             job.last_line = text.strip()
+        if line.time is not None:
+            self._last_time[self._stream(line)] = line.time
         if not worth_reading(text) and not self._tracebacks and not self._in_summary:
             return
         self._learn(line)
@@ -212,6 +216,11 @@ class EventCollector:
             entry_exit.note = value
         return True
 
+    @staticmethod
+    def _stream(line: LogLine) -> tuple[str, int | None, int | None]:
+        """One process's lines in one file: torchrun's tee prefix when there is one, else the rank prefix."""
+        return (line.source, line.local_rank, line.rank if line.local_rank is None else None)
+
     def _rank(self, line: LogLine) -> int | None:
         if line.rank is not None:
             return line.rank
@@ -225,7 +234,8 @@ class EventCollector:
         """c10's "Stack trace of the failed collective": attach the user frame to that rank's timeout."""
         rank = self._rank(line)
         for event in reversed(self.job.events):
-            if event.rank == rank and event.category == "collective_timeout":
+            same_process = line.local_rank is not None and (event.source, event.local_rank) == (line.source, line.local_rank)
+            if (event.rank == rank or same_process) and event.category == "collective_timeout":
                 event.frames.append(f"{native['func']} ({native['path'].rsplit('/', 1)[-1]}:{native['line']})")
                 if event.where is None and not LIBRARY_PATH.search(native["path"]):
                     event.where = f"{native['path'].rsplit('/', 1)[-1]}:{native['line']}"
@@ -250,7 +260,8 @@ class EventCollector:
         where, func = user_frame(frames)
         self.job.events.append(Event(
             order=self._order, kind=kind, category=category, summary=summary, line=text[:500],
-            rank=self._rank(line), host=line.host, time=line.time, where=where, func=func,
+            rank=self._rank(line), host=line.host, time=line.time,
+            not_before=None if line.time else self._last_time.get(self._stream(line)), where=where, func=func,
             call=collective_call(frames), frames=[f"{f} ({p.rsplit('/', 1)[-1]}:{n})" for p, n, f in frames[-6:]],
             source=line.source, local_rank=line.local_rank,
         ))
@@ -263,7 +274,10 @@ class EventCollector:
         by_local: dict[int, set[int]] = {}
         for (_, local), rank in by_host.items():
             by_local.setdefault(local, set()).add(rank)  # type: ignore[arg-type]
-        single_node = len({host for host, _ in self._locals} | {x.host for x in job.exits if x.host}) <= 1
+        # A line without a host is on an unknown one: NCCL prefixes its own lines with the hostname, the
+        # rank's other lines in the same file have none, and that is still one node.
+        hosts = {host for host, _ in self._locals if host} | {x.host for x in job.exits if x.host}
+        single_node = len(hosts) <= 1
 
         def resolve(host: str | None, local: int) -> int | None:
             if (host, local) in by_host:

@@ -180,6 +180,12 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     same_rank = [e for e in roots if e.rank == first.rank]
     specific = [e for e in same_rank if e.category != "exception" and abs(e.order - first.order) < 400]
     chosen = min(specific, key=lambda e: e.order) if specific and first.category == "exception" else first
+    if not chosen.frames:  # a logged message ("out of memory, skipping the batch") with the traceback printed after it
+        raised = [e for e in same_rank if e.summary == chosen.summary and e.frames and 0 < e.order - chosen.order < 400]
+        if raised:
+            exception = min(raised, key=lambda e: e.order)
+            exception.time = exception.time or chosen.time
+            chosen = exception
     if chosen.where is None:  # a chained exception: the user's frame is in the traceback printed next
         near = [e for e in same_rank if e.where and abs(e.order - chosen.order) < 400]
         if near:
@@ -208,6 +214,40 @@ def _collective(job: JobEvents) -> str | None:
     return Counter(job.collectives.values()).most_common(1)[0][0]
 
 
+TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(?P<a>\d+)|[Tt]imed out waiting (?P<b>\d+) ?ms|timeout of (?P<c>\d+) ?ms")
+
+
+def _timeout_ms(event: Event) -> int | None:
+    match = TIMEOUT_MS.search(event.line)
+    return int(next(v for v in match.groups() if v)) if match else None
+
+
+def _first_of_groups(events: list[Event]) -> Event | None:
+    """The rank that timed out first, when the others provably timed out later and in another process group.
+
+    Ranks that wait in different collectives of one group have called them out of order (a mismatch), and
+    they time out together. A different timeout value is a different process group; when the earliest
+    timeout (by its own time) precedes every other rank's (by its time, or the last time its process
+    printed before it), the others were still waiting, in a collective the first rank never reached."""
+    first_per_rank: dict[int, Event] = {}
+    for event in events:
+        if event.category == "collective_timeout" and event.rank is not None:
+            first_per_rank.setdefault(event.rank, event)
+    timed = [e for e in first_per_rank.values() if e.time is not None]
+    if len(first_per_rank) < 2 or not timed:
+        return None
+    first = min(timed, key=_sort_key)
+    others = [e for e in first_per_rank.values() if e is not first]
+    limit = _timeout_ms(first)
+    for other in others:
+        after = other.time or other.not_before
+        if after is None or first.time is None or after <= first.time:
+            return None
+        if limit is None or _timeout_ms(other) in (None, limit):
+            return None
+    return first
+
+
 def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
     """Every failure is a timeout or a consequence: look for the rank that is not like the others."""
     world = _rank_world(job)
@@ -217,10 +257,25 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
     for event in events:
         if event.category == "collective_timeout" and event.rank is not None and (event.call or event.where):
             calls.setdefault(event.rank, _waited_in(event))
-    symptoms = _symptoms(events, None)
+    first = _first_of_groups(events) if len(set(calls.values())) > 1 else None
+    symptoms = _symptoms(events, first)
     collective = _collective(job)
     suspects = (world - waited) or (stopped - waited)
-    if len(set(calls.values())) > 1:
+    if first is not None and first.rank is not None:
+        others = sorted(r for r in calls if r != first.rank)
+        other_calls = sorted({c for r, c in calls.items() if r != first.rank})
+        limits = sorted({ms for e in events if e.rank in others and (ms := _timeout_ms(e)) is not None})
+        first_ms = _timeout_ms(first) or 0
+        summary = (f"rank {first.rank} timed out first{_clock(first.time)}, in {calls.get(first.rank, 'a collective')} "
+                   f"(timeout {first_ms / 1000:g} s); {ranks_text(others)} {'was' if len(others) == 1 else 'were'} still "
+                   f"waiting then, in {' and '.join(other_calls)} of another process group (timeout "
+                   f"{', '.join(f'{ms / 1000:g}' for ms in limits)} s), which rank {first.rank} never reached: rank "
+                   f"{first.rank} is the straggler (its own collective did not complete: a long GPU kernel queued before "
+                   f"it, a hang in its other group, or other code), the others waited for it")
+        root = RootCause("straggler", first.rank, summary, host=first.host,
+                         evidence=[first.line[:240]] + [f"rank {r}: {c}" for r, c in sorted(calls.items())],
+                         where=first.where, confidence=0.6)
+    elif len(set(calls.values())) > 1:
         counts = Counter(calls.values())
         minority_call = min(counts, key=lambda c: counts[c])
         minority = sorted(r for r, c in calls.items() if c == minority_call)
