@@ -113,7 +113,9 @@ class Troubleshooter:
                 record_store_version(self.settings, store.version)
         assert snapshot is not None
         if not snapshot.chunks:
-            raise IndexMissingError("the index is empty", hint="run `traindoc index`")
+            from corpus.store import repair_hint
+
+            raise IndexMissingError("the index is empty", hint=repair_hint(self.settings, missing=True))
         self._retriever = Retriever(snapshot, snapshot, embedder)
         return self._retriever
 

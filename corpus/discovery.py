@@ -48,7 +48,7 @@ def _kind(mode: int) -> str:
 
 
 def _size_reason(size: int, max_bytes: int) -> str:
-    return f"{size / 2**20:.1f} MB, above the {max_bytes / 2**20:.0f} MB cap (TRAINDOC_MAX_DOC_MB)"
+    return f"{size / 2**20:.1f} MB, above the {round(max_bytes / 2**20, 1):g} MB cap (TRAINDOC_MAX_DOC_MB)"
 
 
 def discover(paths: Iterable[Path], max_bytes: int) -> Found:

@@ -175,7 +175,7 @@ def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
             raise
         if debug:
             log.exception("a library panicked")
-        print(one_line(f"{prog}: internal error: a library panicked: {exc}", "run with --debug for details"),
+        print(one_line(f"{prog}: internal error: a library crashed: {exc}", "run with --debug for details"),
               file=sys.stderr)
         return 1
 

@@ -19,6 +19,12 @@ EXIT_CODES = {0: "success", 1: "a failure (the line says what failed and what to
               130: "interrupted"}
 
 
+def panicked(exc: BaseException) -> bool:
+    """A dependency's Rust code panicked (chromadb's core on a damaged store): pyo3 raises ``PanicException``, a
+    ``BaseException``, so an ``except Exception`` lets it through as a traceback."""
+    return type(exc).__name__ == "PanicException"
+
+
 def one_line(message: str, hint: str = "", limit: int = 600) -> str:
     """A failure as the user sees it: one line (an error may quote a multi-line message), secrets masked."""
     text = " ".join(mask(message).split())

