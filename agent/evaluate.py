@@ -45,11 +45,11 @@ def first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | N
 
 def evaluate(troubleshooter: Troubleshooter, path: Path, cv: int | None = None, seed: int = 0) -> dict[str, Any]:
     if cv is not None:
-        from agent.crossval import collect, cross_validate
+        from agent.crossval import collect, cross_validate, training_records
 
         if cv < 2:
             raise InputError("--cv needs at least 2 folds")
-        return cross_validate(collect(troubleshooter, path), cv, seed)
+        return cross_validate(collect(troubleshooter, path), cv, seed, training=training_records(troubleshooter))
     cases = load_cases(path)
     report: dict[str, Any] = {"cases": len(cases), "answerable": sum(1 for c in cases if c["gold"]), "modes": {}}
     for mode in MODES:

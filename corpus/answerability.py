@@ -3,13 +3,15 @@
 Evidence, each a number for the question and one candidate section:
 - ``ident_oov``: idf-weighted share of the error line's identifiers (exception classes, API names,
   flags, ALL-CAPS names, snake/camel/dotted words) that the knowledge base never mentions: a term no
-  document contains names a problem no document describes; terms every section uses weigh little;
+  document contains names a problem no document describes; terms every section uses weigh little (a
+  question with no identifier at all gets ``word_oov`` here: no identifier is no evidence they are known);
 - ``word_oov``: the same over every content word of the question (English words, Chinese bigrams);
 - ``unknown``: the two together (both unknown is stronger evidence than either);
 - ``error_cover``: idf-weighted share of the error line's terms (or the question's) the section contains;
 - ``quoted_error``: share of an error message quoted in the section that the question's lines contain;
-- ``dense_margin``: how far the section's cosine similarity stands above the other candidates' (a
-  margin means the same thing across queries, a raw cosine does not; ``dense`` keeps the raw one);
+- ``dense``: the section's cosine similarity to the question (its scale is the embedding model's own, so
+  the weights are fitted per model);
+- ``dense_margin``: how far the section's cosine similarity stands above the other candidates';
 - ``agreement``: how many single signals (words, headings, meaning) put the section in their top 3;
 - ``family``: +1 when a curated failure family was recognised and the section covers it, -1 when
   recognised and not covered, 0 when none was (a user's runbooks, an uncatalogued failure);
@@ -38,11 +40,11 @@ import numpy as np
 
 from corpus.lexical import BM25Index, tokenize
 
-FEATURES = ("ident_oov", "word_oov", "unknown", "error_cover", "quoted_error", "dense_margin", "agreement", "family",
-            "platform")
+FEATURES = ("ident_oov", "word_oov", "unknown", "error_cover", "quoted_error", "dense", "dense_margin", "agreement",
+            "family", "platform")
 # The direction each piece of evidence may push: what the knowledge base lacks counts against, what the
 # section shares counts for. A fit that gives one the other sign is explaining noise (see agent.crossval).
-SIGNS = {"ident_oov": -1, "word_oov": -1, "unknown": -1, "error_cover": 1, "quoted_error": 1, "dense_margin": 1,
+SIGNS = {"ident_oov": -1, "word_oov": -1, "unknown": -1, "error_cover": 1, "quoted_error": 1, "dense": 1, "dense_margin": 1,
          "agreement": 1, "family": 1, "platform": 1}
 
 # Things a user pastes that identify their setup, not their problem: paths, URLs, file names, versions.
@@ -152,8 +154,10 @@ def evidence(
     similarities of the other candidate sections; ``ranks``: the section's rank under each single signal.
     """
     key = "\n".join(errors[:3]) if errors else question
-    ident_oov = _unknown_share(bm25, identifiers(key) or identifiers(question))
     word_oov = _unknown_share(bm25, _content_tokens(question))
+    named = identifiers(key) or identifiers(question)
+    # No identifier at all is no evidence that the knowledge base knows them: the words speak instead.
+    ident_oov = _unknown_share(bm25, named) if named else word_oov
 
     terms = _content_tokens(key)
     section = set(tokenize(section_text))

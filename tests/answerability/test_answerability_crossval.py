@@ -94,3 +94,46 @@ def test_nothing_held_out_is_ever_fitted_on(monkeypatch):
 def test_separable_evidence_is_decided_well_on_held_out_folds(k):
     pooled = cross_validate({"hybrid": _records(60, 20)}, k=k)["modes"]["hybrid"]["pooled"]
     assert pooled["negatives"] >= 0.8 and pooled["false_no_match"] <= 0.1
+
+
+def test_training_reports_join_every_fit_and_are_never_scored(monkeypatch):
+    records, training = _records(), [replace_id(r, f"t{i}") for i, r in enumerate(_records(seed=1))]
+    seen: list[set[str]] = []
+    real_fit = crossval.fit
+
+    def recording_fit(train, *args, **kwargs):
+        seen.append({r.id for r in train})
+        return real_fit(train, *args, **kwargs)
+
+    monkeypatch.setattr(crossval, "fit", recording_fit)
+    report = cross_validate({"hybrid": records}, k=4, training=training)
+    assert report["training_reports"] == len(training) and report["cases"] == len(records)
+    assert all({r.id for r in training} <= trained for trained in seen)
+    scored = sum(len(folds(records, 4)[i]) for i in range(4))
+    assert scored == len(records)
+
+
+def replace_id(record: Record, new_id: str) -> Record:
+    from dataclasses import replace
+
+    return replace(record, id=new_id)
+
+
+def test_training_reports_are_read_against_a_real_index_and_left_out_without_the_builtin_documents(
+        shared_index, monkeypatch, tmp_path):
+    from agent.core import build_troubleshooter
+    from common.settings import Settings
+
+    monkeypatch.setenv("TRAINDOC_DATA_DIR", str(shared_index))
+    records = crossval.training_records(build_troubleshooter(Settings.from_env()))
+    cases = crossval.TRAINING_CASES.read_text(encoding="utf-8").splitlines()
+    assert len(records) == len(cases)
+    assert sum(r.answerable for r in records) > 10 and sum(not r.answerable for r in records) > 10
+
+    class OtherIndex:  # an index of somebody's own runbooks: the reports' labels mean nothing there
+        def retriever(self):
+            class Snapshot:
+                chunks = [type("Chunk", (), {"source": "team/runbook.md"})()]
+            return type("R", (), {"snapshot": Snapshot()})()
+
+    assert crossval.training_records(OtherIndex()) == []
