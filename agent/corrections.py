@@ -80,3 +80,12 @@ def correct(text: str, context: str = "") -> tuple[str, list[Correction]]:
         text = "\n".join(lines)
         applied.append(fact)
     return text, applied
+
+
+def corrected_quote(text: str, context: str = "") -> str:
+    """``text`` as it may be shown or handed on (a model's tool result, a source the user expands): stale
+    advice replaced, and a line saying what traindoc changed and why, so nobody reads the old advice as the
+    document's current word."""
+    body, applied = correct(text, context)
+    return body + "".join(f"\n(traindoc corrected this section: {fact.note})" for fact in applied)
+

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
+from agent.corrections import corrected_quote
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
 from common.errors import ConfigError, InputError, TraindocError
@@ -76,7 +77,7 @@ def sources_html(answer: Answer | None) -> str:
     for c in answer.citations:
         items.append(
             f"<details><summary>[{c.n}] {html.escape(mask(Path(c.source).name))} › {html.escape(mask(c.section))}</summary>"
-            f"<pre>{html.escape(mask(c.text))}</pre></details>"
+            f"<pre>{html.escape(mask(corrected_quote(c.text, c.section + chr(10) + answer.question)))}</pre></details>"
         )
     return "<div class='traindoc-sources'><strong>Sources</strong>" + "".join(items) + "</div>"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.corrections import corrected_quote
 from agent.events import EventSink, StepFinished, StepStarted, ignore
 from common.redaction import Redactor
 
@@ -83,7 +84,8 @@ class Toolbox:
             blocks = []
             for hit in result.hits:
                 self.chunks.setdefault(hit.chunk.chunk_id, hit)
-                blocks.append(f"[doc:{hit.chunk.chunk_id}] {Path(hit.chunk.source).name} › {hit.chunk.section}\n{hit.chunk.text[:900]}")
+                text = corrected_quote(hit.chunk.text[:900], f"{hit.chunk.section}\n{query}")  # never stale advice
+                blocks.append(f"[doc:{hit.chunk.chunk_id}] {Path(hit.chunk.source).name} › {hit.chunk.section}\n{text}")
             return "\n\n".join(blocks)
 
         return self._call("search_docs", {"query": query}, work)
