@@ -21,7 +21,7 @@ from agent.facts import Facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import language_of, say
 from common.settings import Settings, contain_caches
-from jobs.diagnosis import JobDiagnosis
+from jobs.diagnosis import UNCATALOGUED, JobDiagnosis
 
 log = logging.getLogger(__name__)
 HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|deadlock\w*|no progress)\b|卡住|卡死|挂起")
@@ -45,9 +45,18 @@ class Question:
     def evidence_lines(self) -> list[str]:
         """The lines retrieval is driven by: the root cause's, when the job's logs name one, not the loudest."""
         if self.job is not None and self.job.root_cause is not None and self.job.search_lines:
-            if self.job.root_cause.category != "unknown":
-                return self.job.search_lines + [self.job.root_cause.category.replace("_", " ")]
+            category = self.job.root_cause.category
+            if category == "unknown":
+                return self.log_errors
+            # A failure kind's name brings its vocabulary ("oom", "port in use"); a catch-all brings only noise.
+            return self.job.search_lines + ([] if category in UNCATALOGUED else [category.replace("_", " ")])
         return self.log_errors
+
+    def needs_a_quote(self) -> bool:
+        """The job failed with an exception no signature knows: only a section that quotes it answers (its
+        words, "error", "training", are every section's words)."""
+        return self.job is not None and self.job.root_cause is not None and \
+            self.job.root_cause.category in UNCATALOGUED and bool(self.job.search_lines)
 
     def search_text(self) -> str:
         """What retrieval sees: the question, then the log's error lines (they carry the signal).
@@ -185,7 +194,8 @@ class Troubleshooter:
         job = self._job_diagnosis(question, snapshot, timings, started)
         t0 = time.perf_counter()
         boost = diagnosis.boost_text() if diagnosis is not None else ""
-        result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost)  # type: ignore[arg-type]
+        result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost,  # type: ignore[arg-type]
+                                  require_quote=question.needs_a_quote())
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
         citations = [
             Citation(n=i, source=h.chunk.source, section=h.chunk.section, chunk_id=h.chunk.chunk_id,

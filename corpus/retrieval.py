@@ -33,6 +33,7 @@ from corpus.store import StoredChunk
 Mode = Literal["hybrid", "bm25", "dense"]
 MAX_QUERY_CHARS = 6000
 CHECKED = 3  # sections whose answerability is checked, best first
+QUOTED = 0.5  # share of a section's quoted error message the question must contain, where a quote is required
 
 
 class DenseIndex(Protocol):
@@ -113,7 +114,10 @@ class Retriever:
         *,
         mode: Mode = "hybrid",
         boost_text: str = "",
+        require_quote: bool = False,
     ) -> RetrievalResult:
+        """``require_quote``: only a section that quotes the question's error answers (an uncatalogued exception
+        from a job's logs: sharing its generic words is no answer)."""
         query = query[:MAX_QUERY_CHARS] if len(query) <= MAX_QUERY_CHARS else _head_and_errors(query)
         size = len(self.snapshot.chunks)
         if size == 0:
@@ -154,17 +158,20 @@ class Retriever:
             hits = hits[:k]
         result = RetrievalResult(hits, not hits, errors, extra, recognition.names)
         if mode == "hybrid" and hits:
-            self._decide(result, query, errors, signals, cosine, recognition)
+            self._decide(result, query, errors, signals, cosine, recognition, require_quote)
         return result
 
     def _decide(self, result: RetrievalResult, query: str, errors: list[str], signals: dict[str, np.ndarray],
-                cosine: np.ndarray | None, recognition: Recognition) -> None:
+                cosine: np.ndarray | None, recognition: Recognition, require_quote: bool = False) -> None:
         """Does the best section answer? When it does not but one of the next ones does, that one leads."""
         for hit in result.hits[:CHECKED]:
             index = self._position[hit.chunk.chunk_id]
             family, platform = recognition.evidence(self.snapshot.families, index)
             result.candidates.append(self._evidence(query, errors, index, signals, cosine, family, platform))
         decisions = [self.answerability.decide(found) for found in result.candidates]
+        if require_quote:
+            decisions = [(answers, p) if found.quoted_error >= QUOTED else (False, min(p, found.quoted_error))
+                         for (answers, p), found in zip(decisions, result.candidates, strict=True)]
         rank = next((i for i, (answers, _) in enumerate(decisions) if answers), None)
         result.no_match = rank is None
         rank = rank or 0

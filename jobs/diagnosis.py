@@ -17,6 +17,8 @@ Category = Literal[
     "config", "unknown",
 ]
 CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
+# Kinds that name no failure: an exception no signature knows (usually the user's own code), or nothing found.
+UNCATALOGUED: frozenset[str] = frozenset({"exception", "unknown"})
 
 # What followed from it: the loud lines that are consequences, never the cause.
 SymptomCategory = Literal[
