@@ -24,12 +24,17 @@ LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|^/
 SUMMARY_ENTRY = re.compile(r"^\s*\[(?P<n>\d+)\]:\s*$")
 SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
 LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")
+# DeepSpeed's launcher: "[launch.py:321:sigkill_handler] ['python', '-u', 'train.py', '--local_rank=1', ...] exits
+# with return code = -9". The command it prints is the last one it started, not the failed rank's (launch.py keeps
+# the loop variable), so the line gives the code and no rank.
+DS_LAUNCHER_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
 NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
 WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
 WHAT = re.compile(r"^(?:terminate called after throwing an instance of '[\w:]+'\s*)?what\(\):\s*")  # C++ exceptions
 C10_RANK = re.compile(r"\bRank (?P<rank>\d+)\]")
 PROCESS_PID = re.compile(r"(?:Sending process|PID|pid:?) (?P<pid>\d+)")
 COLLECTIVE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
+RICH_BOX = ("│", "╭", "╰")  # rich.traceback draws frames in a box; the exception follows below it
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 COLLECTIVE_CALLS = ("barrier", "all_reduce", "allreduce", "all_gather", "broadcast", "reduce_scatter", "reduce",
                     "gather", "scatter", "all_to_all", "send", "recv", "wait", "monitored_barrier")
@@ -137,6 +142,8 @@ class EventCollector:
             self._last_time[self._stream(line)] = line.time
         if not worth_reading(text) and not self._tracebacks and not self._in_summary:
             return
+        if text.lstrip().startswith(RICH_BOX):  # rich's traceback box quotes source code, not what happened
+            return
         self._learn(line)
         if self._summary_line(line):
             return
@@ -180,6 +187,8 @@ class EventCollector:
                 job.collectives.setdefault(owner, f"{match['op']} SeqNum={match['seq']}")
         if match := LAUNCHER_EXIT.search(line.text):
             job.exits.append(Exit(None, int(match["local"]), int(match["code"]), int(match["pid"]), line.host, line.time))
+        elif match := DS_LAUNCHER_EXIT.search(line.text):
+            job.exits.append(Exit(None, None, int(match["code"]), None, line.host, line.time))
 
     def _summary_line(self, line: LogLine) -> bool:
         """torchrun's "Root Cause (first observed failure)" / "Failures:" blocks."""

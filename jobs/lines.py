@@ -19,9 +19,11 @@ MAX_LINE = 2000
 # Each prefix, tried at the start of what is left; (kind, pattern).
 TORCHRUN_TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w-]*?)?(?P<n>\d+)\]:")  # [default1]: / [rank1]: / [1]:
 SRUN_LABEL = re.compile(r"(?P<n>\d{1,5}): ")
-HOST_LABEL = re.compile(r"(?P<host>localhost|[a-z0-9](?=[a-z0-9.-]*[\d-])[a-z0-9.-]*[a-z0-9]): (?!\s)")
+# pdsh prefixes every line, a traceback's indented frames and blank lines too ("worker-1:   File ...", "worker-1: ")
+HOST_LABEL = re.compile(r"(?P<host>localhost|[a-z0-9](?=[a-z0-9.-]*[\d-])[a-z0-9.-]*[a-z0-9]): (?:(?=\s*\S)|\s*$)")
 RAY_LABEL = re.compile(r"\((?:\w+) pid=\d+(?:, ip=[\d.]+)?\) ")
-NCCL_HEADER = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?=NCCL )")
+# NCCL's WARN lines may carry the source file first: "host:97:183 [0] include/shm.h:48 NCCL WARN ..."
+NCCL_HEADER = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:[\w./-]+:\d+ )?(?=NCCL )")
 
 GLOG = re.compile(  # I1122 15:31:15.535000 12792 file.py:1002] / [E1123 02:40:15.763257978 File.cpp:689]
     r"\[?(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? [^\]\s]+\] ?"

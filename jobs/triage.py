@@ -83,7 +83,12 @@ def _exit_events(job: JobEvents) -> list[Event]:
             kind, category = "root", "cuda_error"
         else:
             kind, category = "root", "oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
-        events.append(Event(order=10**9 + index, kind=kind, category=category, summary=f"killed by {name}",
+        summary = f"killed by {name}"
+        if x.code == -9:  # said where it is shown: a bare "exitcode -9" reads as a mystery
+            summary += (", usually by the kernel's OOM killer: host RAM ran out (`dmesg -T | grep -i 'killed process'`"
+                        " shows it), else the scheduler or a user sent it")
+            line += f": {summary}"
+        events.append(Event(order=10**9 + index, kind=kind, category=category, summary=summary,
                             line=line, rank=x.rank, host=x.host, time=x.time))
     return events
 
