@@ -275,6 +275,7 @@ def _index_locked(
             report.removed.append(source)
 
     cache.save()
+    del cache, pending  # their vectors and chunks are in the store now: free them before it is read back whole
     stored_chunks = store.all_chunks()
     version = hashlib.sha256(
         "\n".join(sorted(f"{c.chunk_id}:{c.file_hash}" for c in stored_chunks)).encode()

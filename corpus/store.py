@@ -117,7 +117,10 @@ def _translated(action: str, location: str, hint: str = "run `traindoc index`") 
         yield
     except IndexStoreError:
         raise
-    except Exception as exc:  # chromadb raises many unrelated types; all mean "store unusable"
+    except BaseException as exc:  # chromadb raises many unrelated types; all mean "store unusable"
+        # ...and its Rust core panics: pyo3's PanicException is a BaseException; Ctrl-C and exits pass through.
+        if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+            raise
         raise IndexStoreError(
             f"cannot {action} the index at {location}: {type(exc).__name__}: {str(exc)[:200]}",
             hint="is the Chroma server running? check TRAINDOC_CHROMA_URL" if action == "reach" else hint,
@@ -176,6 +179,7 @@ class VectorStore:
         self._embedder = embedder
         self._function = _ChromaEmbeddingFunction(embedder)
         self._hint = repair_hint(settings)
+        self._missing_hint = repair_hint(settings, missing=True)
         _register_function()
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if settings.chroma_url:
@@ -207,7 +211,7 @@ class VectorStore:
             names = {getattr(c, "name", c) for c in self._client.list_collections()}
             if COLLECTION not in names:
                 if not create:
-                    raise IndexMissingError(f"no index at {self.location}", hint="run `traindoc index`")
+                    raise IndexMissingError(f"no index at {self.location}", hint=self._missing_hint)
                 return self._client.create_collection(
                     COLLECTION,
                     metadata={"embed_model": self._embedder.name, "version": ""},
