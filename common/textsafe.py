@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 _BACKTICKS = re.compile(r"`+")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_MD_SPECIAL = re.compile(r"[\\\[\]<]|(?<=[A-Za-z])://|(?<![A-Za-z0-9])www\.", re.IGNORECASE)
+_MD_SPECIAL = re.compile(r"[\\\[\]<`]|(?<=[A-Za-z])://|(?<![A-Za-z0-9])www\.", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SLACK_SPECIAL = re.compile(r"[&<>]|@(?=here|channel|everyone)", re.IGNORECASE)
 GRAVE = "\u02cb"  # MODIFIER LETTER GRAVE ACCENT: looks like a backtick, never closes Slack code
@@ -47,7 +47,8 @@ def code_span(text: str) -> str:
 
 
 def escape_markdown(text: str) -> str:
-    """Plain text for Markdown: no link, image, autolink, raw HTML or escape of its own."""
+    """Plain text for Markdown: no link, image, autolink, raw HTML or escape of its own, and no backtick that
+    could open a code span with one on a later line (whose end would then leave text live)."""
     return _MD_SPECIAL.sub(_escaped, text)
 
 
@@ -66,7 +67,6 @@ def segments(markdown: str) -> Iterator[tuple[str, str]]:
     lines = markdown.split("\n")
     block: list[str] = []
     closing = ""
-    text: list[str] = []
     for number, line in enumerate(lines):
         end = "" if number == len(lines) - 1 else "\n"
         if closing:
@@ -80,17 +80,14 @@ def segments(markdown: str) -> Iterator[tuple[str, str]]:
         if opened and opened.group(1)[0] == "`" and "`" in line[opened.end():]:
             opened = None  # CommonMark: a backtick fence's info string holds no backtick, so this is text
         if opened:
-            if text:
-                yield from _inline("".join(text))
-                text = []
             closing = opened.group(1)
             block = [line + end]
             continue
-        text.append(line + end)
+        # Code spans are paired within a line: one that spans lines may be cut by a block a later line starts
+        # (an HTML block such as "<!channel>" interrupts the paragraph), and its text would then be live.
+        yield from _inline(line + end)
     if block:  # a fence never closed runs to the end, as CommonMark renders it
         yield "fence", "".join(block)
-    if text:
-        yield from _inline("".join(text))
 
 
 def _inline(text: str) -> Iterator[tuple[str, str]]:

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,7 +56,7 @@ def _non_text_share(sample: bytes) -> float:
     if not sample:
         return 0.0
     rest = sample.replace(b"\x00", b"")
-    if len(rest) < len(sample) // 10:
+    if not rest or len(rest) < len(sample) // 10:
         return 1.0
     sample = rest
     odd = sum(1 for b in sample if b < 9 or 13 < b < 27 or 27 < b < 32)
@@ -211,8 +212,8 @@ def read_source(source: LogSource, stdin: IO[bytes] | None = None) -> Iterator[L
     try:
         _check_text(source, handle)
         yield from _parse_all(_text_lines(handle), source, year)
-    except (EOFError, gzip.BadGzipFile, OSError) as exc:
-        raise InputError(f"cannot read log {source.name}: {exc}") from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:  # a damaged .gz, an unreadable file
+        raise InputError(f"cannot read log {source.name}: {exc or type(exc).__name__}") from exc
     finally:
         if source.path is not None:
             handle.close()

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import gzip
 import io
-import zlib
 from pathlib import Path
 
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -21,10 +19,6 @@ LOGGISH = st.lists(st.sampled_from([
     b"\r50%|#####     |\r", b"\x00\x00\x00", b"[default0]:", b"E1122 15:31:15.535000 ", b"\xff\xfe\xe4\xb8", b"`",
     b"torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n", b"3: ", b"\n" * 3,
 ]), max_size=60).map(b"".join)
-# Reported to the owners of jobs/reader.py (not changed here): a file that is one NUL byte divides by zero in
-# _non_text_share; a damaged .gz raises zlib.error / EOFError / BadGzipFile instead of an InputError.
-KNOWN = pytest.mark.xfail(raises=(ZeroDivisionError, zlib.error, EOFError, gzip.BadGzipFile), strict=False,
-                          reason="jobs/reader.py: a lone NUL byte, a damaged .gz (reported)")
 BYTES = st.binary(max_size=4000) | LOGGISH | st.tuples(LOGGISH, st.binary(max_size=200)).map(lambda p: p[0] + p[1])
 
 
@@ -39,7 +33,6 @@ def _read(path: Path | None, data: bytes) -> None:
         assert exc.message and "\n" not in exc.message
 
 
-@KNOWN
 @example(data=b"\x00")
 @given(data=BYTES)
 def test_any_bytes_in_a_file_never_raise(data: bytes, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
@@ -48,14 +41,12 @@ def test_any_bytes_in_a_file_never_raise(data: bytes, tmp_path_factory) -> None:
     _read(path, data)
 
 
-@KNOWN
 @example(data=b"\x00")
 @given(data=BYTES)
 def test_any_bytes_on_standard_input_never_raise(data: bytes) -> None:
     _read(None, data)
 
 
-@KNOWN
 @given(data=BYTES)
 def test_any_bytes_gzipped_never_raise(data: bytes, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path_factory.mktemp("log") / "rank0.log.gz"
@@ -63,7 +54,6 @@ def test_any_bytes_gzipped_never_raise(data: bytes, tmp_path_factory) -> None:  
     _read(path, data)
 
 
-@KNOWN
 @given(data=st.binary(min_size=1, max_size=300))
 def test_a_broken_gzip_never_raises(data: bytes, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path_factory.mktemp("log") / "rank0.log.gz"
