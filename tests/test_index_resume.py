@@ -29,11 +29,18 @@ def _shards(data: Path) -> list[Path]:
     return sorted((data / "cache").glob("embeddings-*.part-*.npz"))
 
 
+def _default_sigint() -> None:
+    """A job started in the background (nohup, `&`) inherits SIGINT ignored, and Python then never turns it into
+    KeyboardInterrupt: the child gets the default a user's terminal gives."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_after_a_new_shard(env: dict[str, str], data: Path, sig: signal.Signals) -> subprocess.CompletedProcess:
     """Start `traindoc index`, wait until it has flushed one more batch, then send ``sig`` to its process group."""
     before = len(_shards(data))
     process = subprocess.Popen([str(BIN / "traindoc"), "index"], env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 240
         while len(_shards(data)) <= before and process.poll() is None and time.monotonic() < deadline:

@@ -134,7 +134,8 @@ def start_web(base: Path, index: Path, *args: str, env: Mapping[str, str] | None
 
 def ask(page: Any, question: str, *, expect_error: bool = False) -> None:
     """Type a question (may be empty when a log is uploaded), press Ask, wait until the turn is complete:
-    the sources panel is filled (an answer) or a new warning message or error toast shows (an error)."""
+    the sources panel is filled (an answer, with sections or saying it has none: the documents do not cover the
+    question) or a new warning message or error toast shows (an error)."""
     users = page.locator("#chat .user-row").count()
     warnings = page.locator("#chat .bot-row", has_text="⚠️").count()
     page.fill("#question textarea", question)
@@ -143,12 +144,12 @@ def ask(page: Any, question: str, *, expect_error: bool = False) -> None:
         """([users, warnings]) => {
              const n = document.querySelectorAll('#chat .user-row').length;
              const warned = [...document.querySelectorAll('#chat .bot-row')].filter(r => r.innerText.includes('⚠️')).length;
-             return (n > users && (document.querySelector('#sources details') || warned > warnings))
+             return (n > users && (document.querySelector('#sources .traindoc-sources') || warned > warnings))
                     || document.querySelector('.toast-body');
            }""",
         arg=[users, warnings], timeout=ANSWER_TIMEOUT_MS)
     page.wait_for_function("() => !document.querySelector('#chat .pending, #chat .generating')", timeout=ANSWER_TIMEOUT_MS)
-    answered = page.locator("#sources details").count() > 0
+    answered = page.locator("#sources .traindoc-sources").count() > 0
     if answered == expect_error:
         toasts = page.locator(".toast-body").all_inner_texts()
         raise AssertionError(f"expected {'an error' if expect_error else 'an answer'} to {question!r}; "
