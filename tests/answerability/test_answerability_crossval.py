@@ -68,8 +68,8 @@ def test_score_counts_a_refused_answerable_case_as_a_miss():
     assert figures["negatives"] == 1.0 and figures["false_no_match"] == 0.5
 
 
-def test_nothing_held_out_is_ever_fitted_on(monkeypatch):
-    records = _records()
+def _record_fits(monkeypatch) -> list[set[str]]:
+    """The ids each fit is given, in order."""
     seen: list[set[str]] = []
     real_fit = crossval.fit
 
@@ -78,6 +78,12 @@ def test_nothing_held_out_is_ever_fitted_on(monkeypatch):
         return real_fit(train, *args, **kwargs)
 
     monkeypatch.setattr(crossval, "fit", recording_fit)
+    return seen
+
+
+def test_nothing_held_out_is_ever_fitted_on(monkeypatch):
+    records = _records()
+    seen = _record_fits(monkeypatch)
     report = cross_validate({"hybrid": records, "bm25": records}, k=4)
     parts = folds(records, 4)
     assert len(seen) == 4
@@ -98,14 +104,7 @@ def test_separable_evidence_is_decided_well_on_held_out_folds(k):
 
 def test_training_reports_join_every_fit_and_are_never_scored(monkeypatch):
     records, training = _records(), [replace_id(r, f"t{i}") for i, r in enumerate(_records(seed=1))]
-    seen: list[set[str]] = []
-    real_fit = crossval.fit
-
-    def recording_fit(train, *args, **kwargs):
-        seen.append({r.id for r in train})
-        return real_fit(train, *args, **kwargs)
-
-    monkeypatch.setattr(crossval, "fit", recording_fit)
+    seen = _record_fits(monkeypatch)
     report = cross_validate({"hybrid": records}, k=4, training=training)
     assert report["training_reports"] == len(training) and report["cases"] == len(records)
     assert all({r.id for r in training} <= trained for trained in seen)
