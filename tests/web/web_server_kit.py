@@ -150,6 +150,15 @@ def ask(page: Any, question: str, *, expect_error: bool = False) -> None:
         arg=[users, warnings], timeout=ANSWER_TIMEOUT_MS)
     page.wait_for_function("() => !document.querySelector('#chat .pending, #chat .generating')", timeout=ANSWER_TIMEOUT_MS)
     answered = page.locator("#sources .traindoc-sources").count() > 0
+    if answered and not expect_error:  # the sources panel can render before the chat's last message does
+        page.wait_for_function(
+            """() => {
+                 const rows = [...document.querySelectorAll('#chat .user-row, #chat .bot-row')];
+                 const last = rows.pop();
+                 if (!last || !last.classList.contains('bot-row')) return false;
+                 const said = [...last.querySelectorAll('.message')].filter(m => !m.querySelector('.thought-group'));
+                 return said.length > 0 && said[said.length - 1].innerText.trim().length > 0;
+               }""", timeout=ANSWER_TIMEOUT_MS)
     if answered == expect_error:
         toasts = page.locator(".toast-body").all_inner_texts()
         raise AssertionError(f"expected {'an error' if expect_error else 'an answer'} to {question!r}; "
