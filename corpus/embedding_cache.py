@@ -60,8 +60,8 @@ class EmbeddingCache:
     def _load(self, source: Path) -> None:
         try:
             with np.load(source, allow_pickle=False) as data:
-                for key, vector in zip(data["keys"], data["vectors"], strict=True):
-                    self._vectors[str(key)] = vector.astype(np.float32)
+                for key, vector in zip(data["keys"], data["vectors"].astype(np.float16), strict=True):
+                    self._vectors[str(key)] = vector
         except (OSError, ValueError, KeyError) as exc:
             log.warning("ignored an unreadable embedding cache %s: %s", source, exc)
 
@@ -75,12 +75,13 @@ class EmbeddingCache:
         if first:
             fresh = embedder.embed([texts[i] for i in first.values()])
             for key, vector in zip(first, fresh, strict=True):
-                self._vectors[key] = self._unflushed[key] = np.asarray(vector, dtype=np.float32)
+                # float16, as the cache file keeps them: half the memory of a big build, the same vectors again
+                self._vectors[key] = self._unflushed[key] = np.asarray(vector, dtype=np.float16)
             self.embedded += len(first)
             self._dirty = True
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([self._vectors[k] for k in keys])
+        return np.stack([self._vectors[k] for k in keys]).astype(np.float32)
 
     def flush(self) -> None:
         """Write what was embedded since the last flush to a new shard (cheap: only the new vectors)."""
@@ -110,8 +111,10 @@ def _write(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) ->
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".emb-", suffix=".npz")
         os.close(fd)
         keys = np.array(sorted(vectors), dtype="U40")
-        matrix = np.stack([vectors[k] for k in keys]) if len(keys) else np.zeros((0, 1), dtype=np.float32)
-        (np.savez_compressed if compress else np.savez)(tmp, keys=keys, vectors=matrix.astype(np.float16))
+        matrix = np.zeros((len(keys), len(next(iter(vectors.values()))) if vectors else 1), dtype=np.float16)
+        for row, key in enumerate(keys):  # row by row: no float32 copy of the whole cache
+            matrix[row] = vectors[key]
+        (np.savez_compressed if compress else np.savez)(tmp, keys=keys, vectors=matrix)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
         return True
