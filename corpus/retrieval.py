@@ -220,13 +220,12 @@ class Retriever:
         # One text: a pasted log's error lines first (they carry its meaning), then the question. The encoder's
         # cost is per token, and two texts cost twice what this one does for the same cross-validated quality.
         text = "\n".join(errors)[:2000] + "\n" + query[:2000] if errors else query[:2000]
-        vectors = embed_queries(self._embedder, [text])  # type: ignore[arg-type]
+        vector = embed_queries(self._embedder, [text])[0]  # type: ignore[arg-type]
         scores = np.zeros(size, dtype=np.float32)
-        for vector in vectors:
-            for chunk_id, similarity in self._dense.nearest(vector, limit=min(60, size)):
-                index = self._position.get(chunk_id)
-                if index is not None:
-                    scores[index] = max(scores[index], similarity)
+        for chunk_id, similarity in self._dense.nearest(vector, limit=min(60, size)):
+            index = self._position.get(chunk_id)
+            if index is not None:
+                scores[index] = similarity
         return scores
 
     def _error_match(self, lines: list[str]) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -103,19 +104,13 @@ def test_separable_evidence_is_decided_well_on_held_out_folds(k):
 
 
 def test_training_reports_join_every_fit_and_are_never_scored(monkeypatch):
-    records, training = _records(), [replace_id(r, f"t{i}") for i, r in enumerate(_records(seed=1))]
+    records, training = _records(), [replace(r, id=f"t{i}") for i, r in enumerate(_records(seed=1))]
     seen = _record_fits(monkeypatch)
     report = cross_validate({"hybrid": records}, k=4, training=training)
     assert report["training_reports"] == len(training) and report["cases"] == len(records)
     assert all({r.id for r in training} <= trained for trained in seen)
     scored = sum(len(folds(records, 4)[i]) for i in range(4))
     assert scored == len(records)
-
-
-def replace_id(record: Record, new_id: str) -> Record:
-    from dataclasses import replace
-
-    return replace(record, id=new_id)
 
 
 def test_training_reports_are_read_against_a_real_index_and_left_out_without_the_builtin_documents(
