@@ -112,12 +112,16 @@ class Troubleshooter:
         snapshot = read_snapshot(self.settings)
         if not current_without_store(self.settings, snapshot, embedder.name):
             # The store of record (chromadb) is opened only when the snapshot is stale or from a server.
-            from corpus.store import VectorStore
+            from corpus.indexer import unsafe_to_open
+            from corpus.store import VectorStore, repair_hint
 
+            if self.settings.chroma_url is None and (damage := unsafe_to_open(self.settings)):
+                raise IndexStoreError(f"the index at {self.settings.chroma_dir} is damaged: {damage}",
+                                      hint=repair_hint(self.settings))
             store = VectorStore(self.settings, embedder, create=False)
             if (snapshot is None or snapshot.version != store.version or snapshot.vectors is None
                     or snapshot.embed_model != embedder.name):
-                snapshot = write_snapshot(self.settings, store.all_chunks(), store.version, store.vectors(), embedder.name)
+                snapshot = write_snapshot(self.settings, store.all_chunks(), store.version, store.vectors, embedder.name)
             if self.settings.chroma_url is None:
                 record_store_version(self.settings, store.version)
         assert snapshot is not None

@@ -157,6 +157,10 @@ class LazyEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return embed_queries(self._model_loaded(), texts)
 
+    def release(self) -> None:
+        """Let the loaded model go (a big index build, before the snapshot is built); the next use loads it again."""
+        self._loaded = None
+
 
 def make_embedder(model: str, cache_dir: Path | None = None) -> Embedder:
     if model in (USE_MULTILINGUAL, "use", "universal-sentence-encoder"):

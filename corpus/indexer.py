@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import IndexBusyError, IndexStoreError, InputError
+from common.memory import limit_malloc_arenas, return_freed_memory
 from common.settings import REPO_ROOT, Settings
 from corpus.chunking import Chunk, chunk_document
 from corpus.discovery import SUFFIXES, Found, Refused, read_document
@@ -29,7 +30,7 @@ from corpus.discovery import discover as discover_documents
 from corpus.embedding import Embedder
 from corpus.store import StoredChunk, VectorStore, remove_local_index
 
-__all__ = ["SUFFIXES", "IndexReport", "build_index", "discover", "display_source", "embed_text"]
+__all__ = ["SUFFIXES", "IndexReport", "build_index", "discover", "display_source", "embed_text", "unsafe_to_open"]
 log = logging.getLogger(__name__)
 BATCH = 256  # chunks embedded and stored at a time: memory stays bounded whatever a document's size
 
@@ -209,11 +210,12 @@ def _index_locked(
 ) -> IndexReport:
     from corpus.snapshot import read_snapshot, record_store_version, write_snapshot
 
+    limit_malloc_arenas()  # before chromadb's threads start: what they free is reused, not kept per thread
     embedder = embed()
     roots = _registered_roots(settings, paths)
     found = discover_documents([r for r in roots if r.exists()], _max_bytes(settings))
     files = found.files
-    damaged = settings.chroma_url is None and not rebuild and _damaged(settings)
+    damaged = settings.chroma_url is None and not rebuild and (_damaged(settings) or unsafe_to_open(settings))
     if damaged:
         log.warning("the index failed its integrity check (%s); rebuilding it", damaged)
     elif not rebuild and settings.chroma_url is None:
@@ -276,6 +278,8 @@ def _index_locked(
 
     cache.save()
     del cache, pending  # their vectors and chunks are in the store now: free them before it is read back whole
+    if report.chunks_embedded >= BATCH:  # a big build: the model's memory goes back before the snapshot is built
+        _release_model(embedder)
     stored_chunks = store.all_chunks()
     version = hashlib.sha256(
         "\n".join(sorted(f"{c.chunk_id}:{c.file_hash}" for c in stored_chunks)).encode()
@@ -284,12 +288,20 @@ def _index_locked(
         store.set_version(version)
     current = read_snapshot(settings)
     if current is None or current.version != version or current.vectors is None or current.embed_model != embedder.name:
-        write_snapshot(settings, stored_chunks, version, store.vectors(), embedder.name)
+        write_snapshot(settings, stored_chunks, version, store.vectors, embedder.name)
     record_store_version(settings, version)
     report.chunks_total = len(stored_chunks)
     if not unreadable:
         _write_manifest(settings, embedder.name, version, hashes, len(stored_chunks))
     return report
+
+
+def _release_model(embedder: Embedder) -> None:
+    """Drop the loaded model and hand the freed heap back to the system (glibc keeps it otherwise)."""
+    release = getattr(embedder, "release", None)
+    if release is not None:
+        release()
+    return_freed_memory()
 
 
 def _manifest_path(settings: Settings) -> Path:
@@ -323,17 +335,38 @@ def _damaged(settings: Settings) -> str:
     return "" if verdict == "ok" else verdict
 
 
-def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> IndexReport | None:
-    """The report of a run with nothing to do, when the files, the model, the store and the snapshot are all
-    as the last successful run left them; None when anything differs (then the store is consulted)."""
-    files = found.files
-    import json
+def unsafe_to_open(settings: Settings) -> str:
+    """Why the store would kill this process when opened ("" when it would not): checked in a child process,
+    and only when the store's files are not as the last run left them (a run that died, another writer, a
+    damaged disk), since a damaged vector file aborts the process that loads it."""
+    if not (settings.chroma_dir / "chroma.sqlite3").exists():
+        return ""
+    manifest = _read_manifest(settings)
+    if manifest is not None and manifest.get("store_files") == _store_files(settings):
+        return ""
+    from corpus.store_check import store_damage
 
-    from corpus.snapshot import read_snapshot
+    return store_damage(settings)
+
+
+def _read_manifest(settings: Settings) -> dict[str, Any] | None:
+    import json
 
     try:
         manifest = json.loads(_manifest_path(settings).read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> IndexReport | None:
+    """The report of a run with nothing to do, when the files, the model, the store and the snapshot are all
+    as the last successful run left them; None when anything differs (then the store is consulted)."""
+    files = found.files
+    from corpus.snapshot import read_snapshot
+
+    manifest = _read_manifest(settings)
+    if manifest is None:
         return None
     if manifest.get("embed_model") != model or not _looks_like_sqlite(settings.chroma_dir / "chroma.sqlite3"):
         return None  # a missing or clobbered store is rebuilt, not trusted because the manifest says so

