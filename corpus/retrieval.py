@@ -106,6 +106,11 @@ class Retriever:
         self.weights = weights or Weights()
         self.answerability = answerability or model_for(str(getattr(embedder, "name", "")))
         self._position = snapshot.position()
+        # Each chunk's section as a number: per-section questions become numpy operations, not Python loops over
+        # every chunk (a 20,000-chunk corpus).
+        numbers: dict[tuple[str, str], int] = {}
+        self._section_of = np.array([numbers.setdefault((c.source, c.section), len(numbers)) for c in snapshot.chunks],
+                                    dtype=np.int32)
 
     def search(
         self,
@@ -183,12 +188,12 @@ class Retriever:
         chunk = self.snapshot.chunks[top]
         others: list[float] = []
         if cosine is not None:
-            best: dict[tuple[str, str], float] = {}
-            for index in np.argsort(-cosine)[:60]:
-                other = self.snapshot.chunks[int(index)]
-                key = (other.source, other.section)
-                if key != (chunk.source, chunk.section) and key not in best:
-                    best[key] = float(cosine[index])
+            best: dict[int, float] = {}  # the other sections among the 60 nearest chunks, each at its best cosine
+            nearest = np.argpartition(-cosine, min(59, len(cosine) - 1))[:60]
+            for index in nearest[np.argsort(-cosine[nearest])]:
+                section = int(self._section_of[index])
+                if section != self._section_of[top] and section not in best:
+                    best[section] = float(cosine[index])
             others = list(best.values())
         ranks = [self._section_rank(signals[name], top) for name in ("lexical", "heading", "dense") if name in signals]
         return evidence(
@@ -200,9 +205,8 @@ class Retriever:
 
     def _section_rank(self, scores: np.ndarray, index: int) -> int:
         """How many other sections score above the chunk at ``index`` under one signal."""
-        chunk = self.snapshot.chunks[index]
-        above = np.flatnonzero(scores > scores[index])
-        return len({(c.source, c.section) for c in (self.snapshot.chunks[int(i)] for i in above)} - {(chunk.source, chunk.section)})
+        sections = np.unique(self._section_of[scores > scores[index]])
+        return int(sections.size) - int(np.isin(self._section_of[index], sections))
 
     def _fuse(self, signals: dict[str, np.ndarray], mode: Mode, size: int) -> np.ndarray:
         if mode != "hybrid":
@@ -234,7 +238,23 @@ class Retriever:
         return self.snapshot.signatures.best_share(asked)
 
     def _best_per_section(self, fused: np.ndarray, signals: dict[str, np.ndarray], k: int) -> list[Hit]:
-        order = np.argsort(-fused, kind="stable")
+        leading = self._leading(fused, 64 * k)
+        hits = self._best_of(fused, signals, k, leading)
+        if len(hits) < k and np.count_nonzero(fused > 0) > len(leading):  # a few sections own every leading chunk
+            hits = self._best_of(fused, signals, k, np.argsort(-fused, kind="stable"))
+        return hits
+
+    @staticmethod
+    def _leading(fused: np.ndarray, count: int) -> np.ndarray:
+        """At least the ``count`` best scoring chunks (all that score above 0 when fewer do), in the order a stable
+        sort of the whole array gives them (ties: lower index first), without sorting all of it."""
+        if len(fused) <= count:
+            return np.argsort(-fused, kind="stable")
+        threshold = float(np.partition(fused, len(fused) - count)[len(fused) - count])
+        top = np.flatnonzero(fused >= threshold) if threshold > 0 else np.flatnonzero(fused > 0)
+        return top[np.lexsort((top, -fused[top]))]  # every chunk tied with the last one comes too
+
+    def _best_of(self, fused: np.ndarray, signals: dict[str, np.ndarray], k: int, order: np.ndarray) -> list[Hit]:
         hits: list[Hit] = []
         seen: set[tuple[str, str]] = set()
         for index in order:
