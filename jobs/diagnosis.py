@@ -69,6 +69,8 @@ class JobDiagnosis:
     collective: str | None = None  # "ALLREDUCE SeqNum=4": where the others waited, when printed
     next_evidence: list[str] = field(default_factory=list)  # what would tell, when this cannot
     search_lines: list[str] = field(default_factory=list)  # the root-cause lines documents are retrieved for
+    # The sentences above in another language, for an answer in it: {"zh": {"root": ..., "why": ..., "symptoms": ...}}
+    wording: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {

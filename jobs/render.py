@@ -50,18 +50,21 @@ def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
     root = diagnosis.root_cause
     if root is None:
         return ""
+    own = diagnosis.wording.get(lang, {})  # the sentences in the answer's language, where triage wrote them
+    summary = own.get("root") or root.summary
     parts = [f"### {say(LEAD.get(diagnosis.kind, 'lead_other'), lang)}", ""]
     if root.category == "unknown":
-        parts.append(say("cannot_name", lang, summary=root.summary))
+        parts.append(say("cannot_name", lang, summary=summary))
     else:
         who = say("rank", lang, rank=root.rank) if root.rank is not None else say("no_single_rank", lang)
-        parts.append(say("root_cause", lang, category=root.category, who=who, confidence=root.confidence, summary=root.summary))
+        parts.append(say("root_cause", lang, category=root.category, who=who, confidence=root.confidence, summary=summary))
     if root.evidence:
         parts.extend(["", *_fence([line[:300] for line in root.evidence[:6]])])
     if diagnosis.why_consequences:
-        parts.extend(["", diagnosis.why_consequences])
+        parts.extend(["", own.get("why") or diagnosis.why_consequences])
     elif diagnosis.symptoms:
-        parts.extend(["", say("also_seen", lang, items="; ".join(s.summary for s in diagnosis.symptoms))])
+        items = own.get("symptoms") or "; ".join(s.summary for s in diagnosis.symptoms)
+        parts.extend(["", say("also_seen", lang, items=items)])
     if diagnosis.collective and root.category in ("unknown", "straggler", "collective_mismatch", "network"):
         parts.append(say("collective", lang, collective=diagnosis.collective))
     if diagnosis.next_evidence:

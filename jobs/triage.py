@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from jobs import wording
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, TimelineEvent, ranks_text
 from jobs.events import SIGNALS, Event, JobEvents, collect
 from jobs.lines import LogLine
@@ -100,17 +101,45 @@ def _rank_world(job: JobEvents) -> set[int]:
     return ranks
 
 
+def _raised(event: Event) -> bool:
+    return event.category == "exception" or bool(re.match(r"^[\w.]+(Error|Exception)\b", event.line))
+
+
 def _root_summary(event: Event, every: bool) -> str:
     who = "every rank" if every else (f"rank {event.rank}" if event.rank is not None else "the job")
     host = f" on {event.host}" if event.host and not every else ""
     place = ""
     if event.where:
         place = f" in {event.func} ({event.where})" if event.func and event.func != "<module>" else f" at {event.where}"
-    verb = "raised" if event.category == "exception" or re.match(r"^[\w.]+(Error|Exception)\b", event.line) else "reported"
+    verb = "raised" if _raised(event) else "reported"
     return f"{who}{host} {verb} {event.line[:240]}{place}{_clock(event.time)}"
 
 
 def _symptoms(events: list[Event], exclude: Event | None) -> list[Symptom]:
+    symptoms = []
+    for category, ranks, where in _symptom_groups(events, exclude):
+        if category == "launcher_summary":
+            symptoms.append(Symptom(category, [], "torchrun's failure summary (ChildFailedError)"))
+            continue
+        one, many = SYMPTOM_WORDS.get(category, (category, category))
+        who = ranks_text(ranks) if ranks else "other ranks"
+        words = one if len(ranks) == 1 else many
+        symptoms.append(Symptom(category, ranks, f"{who} {words}{f' in {where}' if where else ''}"))
+    return symptoms
+
+
+def _chinese(chosen: Event, every: bool, rank: int | None, events: list[Event]) -> dict[str, str]:
+    """The diagnosis's sentences in Chinese (``jobs.wording``), from the same events as the English ones."""
+    groups = _symptom_groups(events, chosen)
+    symptoms = [wording.symptom(category, ranks, where) for category, ranks, where in groups]
+    told = [text for (category, _, _), text in zip(groups, symptoms, strict=True) if category != "launcher_summary"]
+    summary = any(category == "launcher_summary" for category, _, _ in groups)
+    return {"root": wording.root_summary(chosen, every, _raised(chosen)), "symptoms": "；".join(symptoms),
+            "why": wording.why(rank, told, summary) if groups else ""}
+
+
+def _symptom_groups(events: list[Event], exclude: Event | None) -> list[tuple[str, list[int], str]]:
+    """(category, ranks, where most of them waited) of every kind of consequence, the culprit's rank left out."""
     by_category: dict[str, set[int]] = {}
     calls: dict[str, Counter[str]] = {}
     for event in events:
@@ -121,19 +150,15 @@ def _symptoms(events: list[Event], exclude: Event | None) -> list[Symptom]:
             by_category[event.category].add(event.rank)
         if event.call or event.where:
             calls.setdefault(event.category, Counter())[_waited_in(event)] += 1
-    symptoms = []
+    groups: list[tuple[str, list[int], str]] = []
     culprit = exclude.rank if exclude is not None else None
     for category, ranks in by_category.items():
         ranks.discard(culprit)  # type: ignore[arg-type]
         if category == "launcher_summary":
-            symptoms.append(Symptom(category, [], "torchrun's failure summary (ChildFailedError)"))
+            groups.append((category, [], ""))
             continue
-        one, many = SYMPTOM_WORDS.get(category, (category, category))
-        where = f" in {calls[category].most_common(1)[0][0]}" if category in calls else ""
-        who = ranks_text(ranks) if ranks else "other ranks"
-        words = one if len(ranks) == 1 else many
-        symptoms.append(Symptom(category, sorted(ranks), f"{who} {words}{where}"))
-    return symptoms
+        groups.append((category, sorted(ranks), calls[category].most_common(1)[0][0] if category in calls else ""))
+    return groups
 
 
 def _waited_in(event: Event) -> str:
@@ -209,7 +234,7 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     return JobDiagnosis(
         kind="log", root_cause=root, symptoms=symptoms, timeline=_timeline(events), ranks=sorted(world),
         why_consequences=_why(chosen, rank, symptoms), collective=_collective(job),
-        search_lines=[chosen.line], next_evidence=[],
+        search_lines=[chosen.line], next_evidence=[], wording={"zh": _chinese(chosen, every, rank, events)},
     )
 
 
