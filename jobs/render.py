@@ -69,7 +69,7 @@ def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
         parts.append(say("collective", lang, collective=diagnosis.collective))
     if diagnosis.next_evidence:
         parts.extend(["", say("what_would_tell", lang)])
-        parts.extend(f"- {item}" for item in diagnosis.next_evidence)
+        parts.extend(f"- {item}" for item in (own["next"].splitlines() if own.get("next") else diagnosis.next_evidence))
     return "\n".join(parts).strip()
 
 

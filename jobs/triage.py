@@ -128,14 +128,14 @@ def _symptoms(events: list[Event], exclude: Event | None) -> list[Symptom]:
     return symptoms
 
 
-def _chinese(chosen: Event, every: bool, rank: int | None, events: list[Event]) -> dict[str, str]:
-    """The diagnosis's sentences in Chinese (``jobs.wording``), from the same events as the English ones."""
-    groups = _symptom_groups(events, chosen)
+def _symptoms_in_chinese(events: list[Event], exclude: Event | None, rank: int | None = None) -> dict[str, str]:
+    """The consequences and why they are not causes, in Chinese (``jobs.wording``), from the same events as the
+    English sentences."""
+    groups = _symptom_groups(events, exclude)
     symptoms = [wording.symptom(category, ranks, where) for category, ranks, where in groups]
     told = [text for (category, _, _), text in zip(groups, symptoms, strict=True) if category != "launcher_summary"]
     summary = any(category == "launcher_summary" for category, _, _ in groups)
-    return {"root": wording.root_summary(chosen, every, _raised(chosen)), "symptoms": "；".join(symptoms),
-            "why": wording.why(rank, told, summary) if groups else ""}
+    return {"symptoms": "；".join(symptoms), "why": wording.why(rank, told, summary) if groups else ""}
 
 
 def _symptom_groups(events: list[Event], exclude: Event | None) -> list[tuple[str, list[int], str]]:
@@ -234,7 +234,8 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     return JobDiagnosis(
         kind="log", root_cause=root, symptoms=symptoms, timeline=_timeline(events), ranks=sorted(world),
         why_consequences=_why(chosen, rank, symptoms), collective=_collective(job),
-        search_lines=[chosen.line], next_evidence=[], wording={"zh": _chinese(chosen, every, rank, events)},
+        search_lines=[chosen.line], next_evidence=[], wording={"zh": _symptoms_in_chinese(events, chosen, rank)
+                                                   | {"root": wording.root_summary(chosen, every, _raised(chosen))}},
     )
 
 
@@ -305,6 +306,8 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         root = RootCause("straggler", first.rank, summary, host=first.host,
                          evidence=[first.line[:240]] + [f"rank {r}: {c}" for r, c in sorted(calls.items())],
                          where=first.where, confidence=0.6)
+        chinese = wording.first_timed_out(first.rank, first.time, calls.get(first.rank, "一个集合通信"), first_ms / 1000,
+                                          others, other_calls, [ms / 1000 for ms in limits])
     elif len(set(calls.values())) > 1:
         counts = Counter(calls.values())
         minority_call = min(counts, key=lambda c: counts[c])
@@ -314,6 +317,7 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
                    f"{max(counts, key=lambda c: counts[c])}: the ranks do not call the same collectives in the same order")
         root = RootCause("collective_mismatch", rank, summary, evidence=[f"rank {r}: {c}" for r, c in sorted(calls.items())],
                          confidence=0.6)
+        chinese = wording.mismatch(minority, minority_call, max(counts, key=lambda c: counts[c]))
     elif waited and len(suspects) >= 1 and len(suspects) < max(2, len(world)):
         rank = min(suspects) if len(suspects) == 1 else None
         where = Counter(calls.values()).most_common(1)[0][0] if calls else (collective or "a collective")
@@ -322,15 +326,21 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
                    f"{ranks_text(suspects)} is the straggler (slow, stuck or in other code)")
         root = RootCause("straggler", rank, summary, evidence=[f"{ranks_text(waited)} timed out in {where}"],
                          confidence=0.65 if rank is not None else 0.45)
+        chinese = wording.never_reached(sorted(suspects), where, bool(state), sorted(waited))
     else:
         where = collective or (Counter(calls.values()).most_common(1)[0][0] if calls else "a collective")
         summary = (f"every rank timed out in {where} and none stands out: the logs cannot tell which rank is "
                    f"behind (a network fault, or a rank stuck inside the same collective)")
         root = RootCause("unknown", None, summary, evidence=[e.line for e in events[:2]], confidence=0.2)
+        said = _symptoms_in_chinese(events, first) | {"root": wording.none_stands_out(where),
+                                                        "next": "\n".join(wording.NEXT_EVIDENCE)}
         return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), "", collective,
-                            list(NEXT_EVIDENCE), [e.line for e in events[:3]])
+                            list(NEXT_EVIDENCE), [e.line for e in events[:3]], wording={"zh": said})
+    said = _symptoms_in_chinese(events, first, root.rank) | {"root": chinese,
+                                                             "next": "\n".join(wording.NEXT_EVIDENCE[:2])}
     return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), _why(None, root.rank, symptoms),
-                        collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2])
+                        collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2],
+                        wording={"zh": said})
 
 
 def _hang(job: JobEvents) -> JobDiagnosis:
@@ -339,12 +349,15 @@ def _hang(job: JobEvents) -> JobDiagnosis:
         summary = ("the log stops after the launch with no output from any rank: the launcher is most likely "
                    "waiting at rendezvous for nodes (or ranks) that never joined")
         root = RootCause("rendezvous", None, summary, evidence=[job.last_line[:240]] if job.last_line else [], confidence=0.5)
+        chinese = wording.RENDEZVOUS
     else:
         summary = (f"the log ends without an error while the job hangs; the last line was: {job.last_line[:160]!r}. "
                    "The log alone cannot tell where each rank waits")
         root = RootCause("unknown", None, summary, evidence=[job.last_line[:240]] if job.last_line else [], confidence=0.2)
+        chinese = wording.ended_without_error(job.last_line or "")
     return JobDiagnosis("log", root, [], [], sorted(_rank_world(job)), "", _collective(job), list(NEXT_EVIDENCE),
-                        ["hang " + (job.last_line[:200] if job.last_line else "")])
+                        ["hang " + (job.last_line[:200] if job.last_line else "")],
+                        wording={"zh": {"root": chinese, "next": "\n".join(wording.NEXT_EVIDENCE)}})
 
 
 def triage_events(job: JobEvents, question: str = "") -> JobDiagnosis | None:

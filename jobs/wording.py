@@ -12,7 +12,7 @@ from jobs.diagnosis import ranks_text
 from jobs.events import Event
 
 SYMPTOM_WORDS = {
-    "collective_timeout": "在集合通信中等待超时",
+    "collective_timeout": "等待集合通信超时",
     "peer_closed": "与对端的连接断开",
     "killed_by_launcher": "被启动器终止（SIGTERM）",
     "process_abort": "在集合通信失败后自行中止",
@@ -56,3 +56,44 @@ def why(rank: int | None, symptoms: Sequence[str], launcher_summary: bool) -> st
              if launcher_summary else "")
     gap = " " if said[:1].isascii() else ""  # a space between Chinese and a Latin word, as Chinese text sets them
     return f"随后{gap}{said}：这些都是{culprit}的后果，不是原因；{TIMEOUT_LEAD}。{named}"
+
+
+NEXT_EVIDENCE = [
+    "每个 rank 卡住时的栈快照：在节点上运行 `traindoc hang`（作业调用了 torch.distributed.debug.start_debug_server 时，"
+    "用 `--debug-server URL`）",
+    "Flight Recorder 转储：TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+    "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_，然后运行 `traindoc hang --fr-dir fr/`",
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL（集合通信指纹：哪个 rank 调用了什么）",
+    "NCCL_DEBUG=INFO（NCCL 自己看到的每个 rank 的连接）",
+]
+
+
+def first_timed_out(rank: int, when: datetime | None, call: str, seconds: float, others: Sequence[int],
+                    other_calls: Sequence[str], limits: Sequence[float]) -> str:
+    return (f"rank {rank} 最先超时{_clock(when)}，在 {call} 中（超时 {seconds:g} 秒）；此时 {rank_names(others)} 仍在"
+            f"另一个进程组的 {' 和 '.join(other_calls)} 中等待（超时 {'、'.join(f'{s:g}' for s in limits)} 秒），"
+            f"而 rank {rank} 从未到达那里：rank {rank} 是掉队者（它自己的集合通信没有完成：之前排队的长 GPU kernel、"
+            f"它在另一个组里卡住，或在执行其他代码），其他 rank 在等它")
+
+
+def mismatch(minority: Sequence[int], minority_call: str, majority_call: str) -> str:
+    return (f"各 rank 在不同的集合通信中等待：{rank_names(minority)} 在 {minority_call} 中，其余在 {majority_call} 中："
+            "各 rank 调用集合通信的种类或顺序不一致")
+
+
+def never_reached(suspects: Sequence[int], where: str, stopped: bool, waited: Sequence[int]) -> str:
+    state = "，并被启动器终止" if stopped else ""
+    return (f"{rank_names(suspects)} 从未到达 {where}{state}，而 {rank_names(waited)} 在那里等待并超时："
+            f"{rank_names(suspects)} 是掉队者（慢、卡住或在执行其他代码）")
+
+
+def none_stands_out(where: str) -> str:
+    return (f"所有 rank 都在 {where} 中超时，没有哪个 rank 与众不同：仅凭日志无法判断哪个 rank 落后"
+            "（网络故障，或某个 rank 卡在同一个集合通信里）")
+
+
+RENDEZVOUS = "日志在启动后就停止了，没有任何 rank 的输出：启动器很可能在 rendezvous 阶段等待从未加入的节点（或 rank）"
+
+
+def ended_without_error(last_line: str) -> str:
+    return f"作业卡住时日志没有报错就结束了；最后一行是：{last_line[:160]!r}。仅凭日志无法判断每个 rank 在哪里等待"

@@ -43,3 +43,23 @@ def test_cli_answers_a_chinese_question_about_a_log_in_chinese_and_json_stays_en
     as_json = cli("ask", "--json", "--no-probes", "--log", str(OOM), "训练时显存不够，怎么办？")
     diagnosis = json.loads(as_json.stdout)["diagnosis"]
     assert "wording" not in diagnosis and "consequences of rank 1's failure" in diagnosis["why_consequences"]
+
+
+ENGLISH_TEMPLATES = (*ENGLISH_SENTENCES, "timed out first", "never reached", "is the straggler", "every rank timed out",
+                     "the log stops", "a stack snapshot", "waited in different collectives", "the log ends without")
+LOGS = sorted(p for p in (Path(__file__).parent / "data").rglob("*") if p.is_file() and (
+    p.name.startswith("console.log") or (p.suffix == ".log" and p.parent.name in ("ds-issues", "hang"))))
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
+def test_no_english_template_sentence_in_a_chinese_diagnosis(log: Path) -> None:
+    """Every real job log we hold, asked about in Chinese (as a hang, too): the diagnosis's own sentences are
+    Chinese; only the log's lines, quoted, stay as printed."""
+    for question in ("训练为什么失败了？", "训练卡住了，为什么？"):
+        diagnosis = triage_paths([log], question)
+        if diagnosis is None or diagnosis.root_cause is None:
+            continue
+        chinese = diagnosis_markdown(diagnosis, "zh")
+        quoted = "\n".join(diagnosis.root_cause.evidence)
+        leaked = [s for s in ENGLISH_TEMPLATES if s in chinese and s not in quoted]
+        assert not leaked, chinese
