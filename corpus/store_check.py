@@ -22,6 +22,14 @@ CHECK_TIMEOUT_S = 30.0  # a healthy 30,000-chunk store checks in about 2 s; a da
 PROBES = 8  # searches the child runs
 
 
+def _signal_name(number: int) -> str:
+    """SIGSEGV for 11; a real-time signal (no name in ``signal.Signals``) by its number."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def store_damage(settings: Settings) -> str:
     """Why the local store cannot be opened and searched, found in a child process; "" when it can."""
     env = dict(os.environ, TRAINDOC_DATA_DIR=str(settings.data_dir), TRAINDOC_EMBED_MODEL=settings.embed_model)
@@ -38,7 +46,7 @@ def store_damage(settings: Settings) -> str:
     log.debug("the store check in a child process ended with %s:\n%s", child.returncode,
               child.stderr.decode("utf-8", errors="replace")[-64 * 1024 :])
     if child.returncode < 0:
-        return f"opening it killed the process ({signal.Signals(-child.returncode).name})"
+        return f"opening it killed the process ({_signal_name(-child.returncode)})"
     said = child.stderr.decode("utf-8", errors="replace").strip().splitlines()
     return said[-1][:300] if said else f"opening it failed (exit {child.returncode})"
 

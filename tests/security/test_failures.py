@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import sqlite3
 import struct
 import subprocess
@@ -391,3 +392,11 @@ def test_ask_on_a_store_that_would_kill_it_is_one_line_naming_the_fix(big_store:
         snapshot.unlink()
     line = one_line(run(str(BIN / "ask"), "--no-probes", "rank 7 timeout", env=env), 1)
     assert "is damaged" in line and "run `traindoc index`" in line
+
+
+def test_a_store_check_killed_by_any_signal_is_named_without_raising() -> None:
+    from corpus.store_check import _signal_name
+
+    assert _signal_name(int(signal.SIGSEGV)) == "SIGSEGV"
+    realtime = signal.SIGRTMIN + 1  # no name in signal.Signals: the message falls back to the number
+    assert _signal_name(int(realtime)) == f"signal {int(realtime)}"
