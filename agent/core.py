@@ -21,7 +21,7 @@ from agent.facts import Facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import language_of, say
 from common.settings import Settings, contain_caches
-from jobs.diagnosis import UNCATALOGUED, JobDiagnosis
+from jobs.diagnosis import UNCATALOGUED, JobDiagnosis, search_terms
 
 log = logging.getLogger(__name__)
 HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|deadlock\w*|no progress)\b|卡住|卡死|挂起")
@@ -49,7 +49,7 @@ class Question:
             if category == "unknown":
                 return self.log_errors
             # A failure kind's name brings its vocabulary ("oom", "port in use"); a catch-all brings only noise.
-            return self.job.search_lines + ([] if category in UNCATALOGUED else [category.replace("_", " ")])
+            return list(self.job.search_lines) if category in UNCATALOGUED else search_terms(category, self.job.search_lines)
         return self.log_errors
 
     def needs_a_quote(self) -> bool:

@@ -6,8 +6,11 @@ Both the log triage (``jobs.triage``) and the live hang snapshot (``jobs.hang``)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any, Literal
 
 # What went wrong first. `rank` is None when no single rank is to blame.
@@ -83,6 +86,22 @@ class JobDiagnosis:
             "collective": self.collective,
             "next_evidence": self.next_evidence,
         }
+
+
+@cache
+def _category_words() -> dict[str, dict[str, Any]]:
+    table = json.loads(resources.files("jobs").joinpath("data/category_words.json").read_text(encoding="utf-8"))
+    return {name: entry for name, entry in table.items() if not name.startswith("_")}
+
+
+def search_terms(category: str, lines: list[str]) -> list[str]:
+    """What retrieval searches the documents with for a root cause of ``category`` shown by ``lines``: the lines
+    and the category's words (``jobs/data/category_words.json``, else its name); a kind the documents describe by
+    its behaviour alone is searched with its words alone."""
+    entry = _category_words().get(category)
+    if entry is None:
+        return [*lines, category.replace("_", " ")]
+    return [entry["words"]] if entry.get("instead_of_lines") else [*lines, entry["words"]]
 
 
 def ranks_text(ranks: Iterable[int]) -> str:

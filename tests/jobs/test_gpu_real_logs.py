@@ -113,3 +113,13 @@ def test_cli_leads_with_the_root_cause(cli: CliRunner, expect: Expect) -> None:
     assert result.returncode == 0, result.stderr
     root = json.loads(result.stdout)["diagnosis"]["root_cause"]
     assert (root["category"], root["rank"]) == (expect.category, expect.rank), _show(root)
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_a_collective_fingerprint_mismatch_is_answered_not_refused(cli: CliRunner) -> None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprint message quotes no document, yet the documents describe the
+    failure: ranks that call different collectives."""
+    log = str(_paths("shape_mismatch_detail", "console")[0])
+    answer = json.loads(cli("ask", "--json", "--no-probes", "--log", log, QUESTION).stdout)
+    assert answer["diagnosis"]["root_cause"]["category"] == "collective_mismatch"
+    assert not answer["no_match"] and "DDP (分布式) 相关错误" in answer["citations"][0]["section"], answer["citations"]

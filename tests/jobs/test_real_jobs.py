@@ -181,3 +181,22 @@ def test_cli_leads_with_the_root_cause(jobs: jobkit.JobPool, cli: CliRunner, job
     assert not TIMEOUT_ADVICE.search(before), plain.stdout[:3000]
     first_fix = re.search(r"(?ms)^\s*Fixes\s*$(.*?)(?=^\s*2\. |\Z)", plain.stdout)
     assert not (first_fix and TIMEOUT_ADVICE.search(first_fix.group(1))), plain.stdout[:5000]
+
+
+# The seed document that describes ranks which do not take part in the same collectives (a collective under
+# `if rank == 0`, different code paths, a rank that failed first) and how to find the one that did not.
+RANKS_APART = "DDP (分布式) 相关错误"
+
+
+@pytest.mark.usefixtures("use_shared_index")
+@pytest.mark.parametrize(("job", "first"), [("collective_mismatch", True), ("straggler", False)])
+def test_a_coordination_failure_is_answered_by_the_section_on_ranks_apart(jobs: jobkit.JobPool, cli: CliRunner,
+                                                                          job: str, first: bool) -> None:
+    """Retrieval follows the diagnosis, not the loud lines: a mismatch's gloo message quotes no document (it was
+    answered "not covered"), a straggler's timeouts alone bring only the timeout sections."""
+    result = cli("ask", "--json", "--no-probes", "--log", str(_job(jobs, job).combined), "why did my job fail?")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    sections = [c["section"] for c in answer["citations"]]
+    assert not answer["no_match"], _show(answer["diagnosis"])
+    assert any(RANKS_APART in s for s in (sections[:1] if first else sections[:3])), sections
