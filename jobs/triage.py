@@ -139,9 +139,12 @@ def _symptoms_in_chinese(events: list[Event], exclude: Event | None, rank: int |
 
 
 def _symptom_groups(events: list[Event], exclude: Event | None) -> list[tuple[str, list[int], str]]:
-    """(category, ranks, where most of them waited) of every kind of consequence, the culprit's rank left out."""
+    """(category, ranks, where they waited) of every kind of consequence, the culprit's rank left out. Ranks that
+    waited in different places (a mismatch: some in the loop's all_reduce, the others in the final barrier) are
+    one group per place, the biggest first; ranks whose place the log does not say join the biggest."""
     by_category: dict[str, set[int]] = {}
-    calls: dict[str, Counter[str]] = {}
+    places: dict[str, dict[int, str]] = {}
+    unranked: dict[str, Counter[str]] = {}
     for event in events:
         if event.kind != "symptom" or event is exclude:
             continue
@@ -149,7 +152,10 @@ def _symptom_groups(events: list[Event], exclude: Event | None) -> list[tuple[st
         if event.rank is not None:
             by_category[event.category].add(event.rank)
         if event.call or event.where:
-            calls.setdefault(event.category, Counter())[_waited_in(event)] += 1
+            if event.rank is not None:
+                places.setdefault(event.category, {}).setdefault(event.rank, _waited_in(event))
+            else:
+                unranked.setdefault(event.category, Counter())[_waited_in(event)] += 1
     groups: list[tuple[str, list[int], str]] = []
     culprit = exclude.rank if exclude is not None else None
     for category, ranks in by_category.items():
@@ -157,7 +163,19 @@ def _symptom_groups(events: list[Event], exclude: Event | None) -> list[tuple[st
         if category == "launcher_summary":
             groups.append((category, [], ""))
             continue
-        groups.append((category, sorted(ranks), calls[category].most_common(1)[0][0] if category in calls else ""))
+        placed = places.get(category, {})
+        members: dict[str, list[int]] = {}
+        for rank in sorted(ranks):
+            if rank in placed:
+                members.setdefault(placed[rank], []).append(rank)
+        if len(members) <= 1:
+            counts = Counter(placed.values()) + unranked.get(category, Counter())
+            groups.append((category, sorted(ranks), counts.most_common(1)[0][0] if counts else ""))
+            continue
+        biggest = max(members, key=lambda place: len(members[place]))
+        members[biggest] += [rank for rank in ranks if rank not in placed]
+        for place, group in sorted(members.items(), key=lambda item: (-len(item[1]), min(item[1]))):
+            groups.append((category, sorted(group), place))
     return groups
 
 
@@ -336,9 +354,10 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
                                                         "next": "\n".join(wording.NEXT_EVIDENCE)}
         return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), "", collective,
                             list(NEXT_EVIDENCE), [e.line for e in events[:3]], wording={"zh": said})
-    said = _symptoms_in_chinese(events, first, root.rank) | {"root": chinese,
-                                                             "next": "\n".join(wording.NEXT_EVIDENCE[:2])}
-    return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), _why(None, root.rank, symptoms),
+    # In a mismatch every rank's wait follows from the mismatch, the odd rank's own included: no rank "failed".
+    culprit = None if root.category == "collective_mismatch" else root.rank
+    said = _symptoms_in_chinese(events, first, culprit) | {"root": chinese, "next": "\n".join(wording.NEXT_EVIDENCE[:2])}
+    return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), _why(None, culprit, symptoms),
                         collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2],
                         wording={"zh": said})
 

@@ -78,6 +78,7 @@ EVERY_RANK = ("--monitor-interval", "5")
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("straggler", "straggler.py", nproc=3),
     JobSpec("collective_mismatch", "collective_mismatch.py", nproc=3),
+    JobSpec("uneven_inputs", "uneven_inputs.py", nproc=3),
     JobSpec("rendezvous_static", "train.py", launch="lone_node_static"),
     JobSpec("rendezvous_c10d", "train.py", launch="lone_node_c10d"),
     # Killed at the limit: what a user has of a hung rendezvous is torchrun's banner, or its INFO log.

@@ -40,6 +40,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("oom", "oom", 2),
     Expect("straggler", "straggler", 1),
     Expect("collective_mismatch", "collective_mismatch", 1),
+    Expect("uneven_inputs", "collective_mismatch", 1),  # rank 1 calls all_reduce, the others the final barrier
     Expect("nan", "nan", 1),
     Expect("nan_plain", "nan", 1, ("combined",)),
     Expect("dataloader_worker", "dataloader_worker", 1),
@@ -189,7 +190,7 @@ RANKS_APART = "DDP (分布式) 相关错误"
 
 
 @pytest.mark.usefixtures("use_shared_index")
-@pytest.mark.parametrize(("job", "first"), [("collective_mismatch", True), ("straggler", False)])
+@pytest.mark.parametrize(("job", "first"), [("collective_mismatch", True), ("uneven_inputs", True), ("straggler", False)])
 def test_a_coordination_failure_is_answered_by_the_section_on_ranks_apart(jobs: jobkit.JobPool, cli: CliRunner,
                                                                           job: str, first: bool) -> None:
     """Retrieval follows the diagnosis, not the loud lines: a mismatch's gloo message quotes no document (it was
@@ -200,3 +201,18 @@ def test_a_coordination_failure_is_answered_by_the_section_on_ranks_apart(jobs: 
     sections = [c["section"] for c in answer["citations"]]
     assert not answer["no_match"], _show(answer["diagnosis"])
     assert any(RANKS_APART in s for s in (sections[:1] if first else sections[:3])), sections
+
+
+def test_ranks_that_waited_in_different_places_are_told_apart(jobs: jobkit.JobPool) -> None:
+    """Uneven inputs: rank 1 waits in the loop's all_reduce, ranks 0 and 2 in the final barrier. The consequences
+    say each place with its own ranks (not "ranks 0, 1 and 2 ... in dist.barrier"), in English and in Chinese."""
+    from jobs.triage import triage_paths
+
+    diagnosis = triage_paths([_job(jobs, "uneven_inputs").combined], "why did my job fail?")
+    assert diagnosis is not None and diagnosis.root_cause is not None
+    waits = {s.summary.split(" timed out")[0]: s.summary for s in diagnosis.symptoms if s.category == "collective_timeout"}
+    assert "ranks 0 and 2" in waits and "barrier" in waits["ranks 0 and 2"], _show(diagnosis.to_json())
+    assert "rank 1" in waits and "all_reduce" in waits["rank 1"], _show(diagnosis.to_json())
+    assert "rank 1's failure" not in diagnosis.why_consequences  # a mismatch: no rank failed first
+    chinese = diagnosis.wording["zh"]["symptoms"]
+    assert "rank 0 和 2 在 dist.barrier" in chinese and "rank 1 在 dist.all_reduce" in chinese, chinese
