@@ -10,7 +10,7 @@ import logging
 import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,11 @@ class Troubleshooter:
     # -- the core ------------------------------------------------------------
     def ask(self, question: Question, *, mode: str = "hybrid", on_event: EventSink = ignore) -> Answer:
         """The one entry point of every front end. Events stream as the answer is made."""
+        if question.job is None and not question.log_errors and not question.log_head:
+            from agent.logs import pasted_job
+
+            if (job := pasted_job(question.text)) is not None:  # a pasted cascade is read as the job it shows
+                question = replace(question, job=job)
         if self.settings.backend != "offline" and mode == "hybrid":
             from agent.llm.failure import ModelFailure
             from agent.llm.modes import answer_with_llm

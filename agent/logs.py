@@ -6,6 +6,7 @@ One streamed pass feeds both the job triage (which rank failed first) and the er
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import IO
 
 from corpus.errorlines import ErrorLineCollector
 from jobs.diagnosis import JobDiagnosis
-from jobs.events import EventCollector
+from jobs.events import EventCollector, JobEvents
 from jobs.reader import read_job
 from jobs.triage import triage_events
 
@@ -40,6 +41,26 @@ def read_logs(paths: Sequence[Path], stdin: IO[bytes] | None = None, question: s
         collector.feed(line.text)
     diagnosis = triage_events(events.result(), question)
     return LogReading("".join(head), collector.result(), diagnosis)
+
+
+def pasted_job(text: str) -> JobDiagnosis | None:
+    """The job a question's pasted log lines show, when they show a cascade: a root cause (or the rank the others
+    waited for) and consequences (timeouts, lost peers, the launcher's SIGTERM or its failure summary). A lone
+    error line or a question in prose is left to retrieval, as before; a question's words are never read as a
+    hang (the text is the question, not a log that stopped)."""
+    if "\n" not in text.strip():
+        return None
+    diagnosis = triage_events(collect_text(text))
+    if diagnosis is None or diagnosis.root_cause is None or not diagnosis.symptoms:
+        return None
+    return diagnosis
+
+
+def collect_text(text: str) -> JobEvents:
+    collector = EventCollector()
+    for line in read_job([Path("-")], io.BytesIO(text.encode("utf-8", errors="replace"))):
+        collector.feed(line)
+    return collector.result()
 
 
 def read_log(path: Path, question: str = "") -> LogReading:

@@ -32,6 +32,8 @@ NEXT_EVIDENCE = [
     "TORCH_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints: which rank called what)",
     "NCCL_DEBUG=INFO (NCCL's own view of each rank's connections)",
 ]
+EVERY_RANKS_LOG = ("every rank's log, not only these lines: `ask --log DIR` reads a whole job's logs (torchrun's "
+                   "--log-dir, each node's files) and finds the rank that failed first")
 SYMPTOM_WORDS = {  # (one rank, several ranks)
     "collective_timeout": ("timed out waiting in a collective", "timed out waiting in a collective"),
     "peer_closed": ("lost the connection to a peer", "lost the connection to a peer"),
@@ -347,18 +349,36 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         chinese = wording.never_reached(sorted(suspects), where, bool(state), sorted(waited))
     else:
         where = collective or (Counter(calls.values()).most_common(1)[0][0] if calls else "a collective")
-        summary = (f"every rank timed out in {where} and none stands out: the logs cannot tell which rank is "
-                   f"behind (a network fault, or a rank stuck inside the same collective)")
-        root = RootCause("unknown", None, summary, evidence=[e.line for e in events[:2]], confidence=0.2)
-        said = _symptoms_in_chinese(events, first) | {"root": wording.none_stands_out(where),
-                                                        "next": "\n".join(wording.NEXT_EVIDENCE)}
-        return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), "", collective,
-                            list(NEXT_EVIDENCE), [e.line for e in events[:3]], wording={"zh": said})
+        return _none_stands_out(job, events, sorted(waited), where, symptoms, first)
     # In a mismatch every rank's wait follows from the mismatch, the odd rank's own included: no rank "failed".
     culprit = None if root.category == "collective_mismatch" else root.rank
     said = _symptoms_in_chinese(events, first, culprit) | {"root": chinese, "next": "\n".join(wording.NEXT_EVIDENCE[:2])}
     return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), _why(None, culprit, symptoms),
                         collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2],
+                        wording={"zh": said})
+
+
+def _none_stands_out(job: JobEvents, events: list[Event], waited: list[int], where: str, symptoms: list[Symptom],
+                     first: Event | None) -> JobDiagnosis:
+    """Every rank the logs show timed out alike. Logs of some ranks only (a paste, one node's files) say which
+    ranks, not "every rank", and ask for the others' logs first: the rank that failed first is in them."""
+    partial = not job.world_size or len(waited) < job.world_size
+    if partial and len(waited) == 1:
+        summary = (f"{ranks_text(waited)} timed out in {where} and these logs show no other rank: they cannot tell which "
+                   f"rank it waited for (one that failed or fell behind first, or a network fault)")
+    else:
+        who = f"{ranks_text(waited)} (every rank these logs show)" if partial and waited else "every rank"
+        summary = (f"{who} timed out in {where} and none stands out: the logs cannot tell which rank is "
+                   f"behind (a network fault, or a rank stuck inside the same collective)")
+    root = RootCause("unknown", None, summary, evidence=[e.line for e in events[:2]], confidence=0.2)
+    shown = waited if partial else None
+    chinese = wording.one_rank_timed_out(waited[0], where) if partial and len(waited) == 1 else \
+        wording.none_stands_out(where, shown)
+    ask_more = partial and len(waited) < 2
+    said = _symptoms_in_chinese(events, first) | {
+        "root": chinese, "next": "\n".join(([wording.EVERY_RANKS_LOG] if ask_more else []) + wording.NEXT_EVIDENCE)}
+    return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(_rank_world(job)), "", _collective(job),
+                        ([EVERY_RANKS_LOG] if ask_more else []) + list(NEXT_EVIDENCE), [e.line for e in events[:3]],
                         wording={"zh": said})
 
 

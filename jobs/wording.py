@@ -87,10 +87,20 @@ def never_reached(suspects: Sequence[int], where: str, stopped: bool, waited: Se
             f"{rank_names(suspects)} 是掉队者（慢、卡住或在执行其他代码）")
 
 
-def none_stands_out(where: str) -> str:
-    return (f"所有 rank 都在 {where} 中超时，没有哪个 rank 与众不同：仅凭日志无法判断哪个 rank 落后"
+def none_stands_out(where: str, shown: list[int] | None = None) -> str:
+    """``shown``: the ranks that timed out, when the logs show only some of the job's ranks."""
+    who = f"这些日志中的所有 rank（{rank_names(shown)}）" if shown else "所有 rank"
+    return (f"{who}都在 {where} 中超时，没有哪个 rank 与众不同：仅凭日志无法判断哪个 rank 落后"
             "（网络故障，或某个 rank 卡在同一个集合通信里）")
 
+
+def one_rank_timed_out(rank: int, where: str) -> str:
+    return (f"rank {rank} 在 {where} 中超时，而这些日志里没有其他 rank：无法判断它在等哪个 rank"
+            "（先失败或落后的 rank，或网络故障）")
+
+
+EVERY_RANKS_LOG = ("每个 rank 的日志，而不只是这几行：`ask --log DIR` 会读取整个作业的日志（torchrun 的 --log-dir、"
+                   "每个节点的文件），找出最先失败的 rank")
 
 RENDEZVOUS = "日志在启动后就停止了，没有任何 rank 的输出：启动器很可能在 rendezvous 阶段等待从未加入的节点（或 rank）"
 

@@ -1,0 +1,51 @@
+"""A log pasted into the question is read as the job it shows when it shows a cascade (a root cause and its
+consequences): the answer leads with the rank that failed first, as `ask --log` does. A lone error line or a
+question in prose is answered as before. Real captured logs (tests/jobs/data/gpu-real/), pasted via the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clikit import CliRunner
+
+GPU_REAL = Path(__file__).parent / "jobs" / "data" / "gpu-real"
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+
+def _ask(cli: CliRunner, question: str) -> dict:  # type: ignore[type-arg]
+    result = cli("ask", "--json", "--no-probes", question)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_pasted_cascade_names_the_rank_that_failed_first(cli: CliRunner) -> None:
+    """OOM on rank 2 caught by a skip handler, then the loud timeouts on ranks 0 and 1: pasted whole."""
+    console = (GPU_REAL / "oom_skip" / "console.log").read_text(encoding="utf-8")
+    answer = _ask(cli, "why did my 4-GPU job die?\n" + console)
+    root = answer["diagnosis"]["root_cause"]
+    assert (root["category"], root["rank"]) == ("oom", 2), root
+    assert any("OutOfMemoryError" in line for line in root["evidence"]), root
+    assert "显存" in answer["citations"][0]["section"], answer["citations"][:2]  # the OOM section, not the timeout one
+
+
+def test_a_pasted_timeout_of_one_rank_asks_for_every_ranks_log(cli: CliRunner) -> None:
+    console = (GPU_REAL / "straggler_nccl_watchdog" / "console.log").read_text(encoding="utf-8").splitlines()
+    watchdog = [line for line in console if "Watchdog caught" in line]  # rank 1's, the one rank that timed out
+    assert len(watchdog) == 1
+    answer = _ask(cli, "training died after a while:\n" + watchdog[0])
+    diagnosis = answer["diagnosis"]
+    assert diagnosis["root_cause"]["category"] == "unknown"
+    assert "every rank" not in diagnosis["root_cause"]["summary"]  # the paste shows one rank alone
+    assert diagnosis["next_evidence"][0].startswith("every rank's log"), diagnosis["next_evidence"]
+    assert not answer["no_match"]  # retrieval is as before: the timeout sections
+
+
+@pytest.mark.parametrize("question", [
+    "RuntimeError: CUDA error: invalid device ordinal",
+    "my torchrun job hangs after the first epoch\nwhat should I check first?",
+    "NCCL 通信卡住怎么办？\n训练到一半就不动了",
+])
+def test_a_lone_error_or_prose_gets_no_job_diagnosis(cli: CliRunner, question: str) -> None:
+    assert _ask(cli, question)["diagnosis"] is None
