@@ -104,6 +104,15 @@ def search_terms(category: str, lines: list[str]) -> list[str]:
     return [entry["words"]] if entry.get("instead_of_lines") else [*lines, entry["words"]]
 
 
+def clip(text: str, limit: int = 240) -> str:
+    """``text`` up to ``limit`` characters, cut at a word boundary with "…" when it is longer."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
 def ranks_text(ranks: Iterable[int]) -> str:
     """"rank 1", "ranks 0 and 2", "ranks 0-63", "ranks 0-3,7,9-12": how a diagnosis names ranks."""
     ordered = sorted(set(ranks))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from jobs import wording
-from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, TimelineEvent, ranks_text
+from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, TimelineEvent, clip, ranks_text
 from jobs.events import SIGNALS, Event, JobEvents, collect
 from jobs.lines import LogLine
 from jobs.reader import read_job
@@ -114,7 +114,7 @@ def _root_summary(event: Event, every: bool) -> str:
     if event.where:
         place = f" in {event.func} ({event.where})" if event.func and event.func != "<module>" else f" at {event.where}"
     verb = "raised" if _raised(event) else "reported"
-    return f"{who}{host} {verb} {event.line[:240]}{place}{_clock(event.time)}"
+    return f"{who}{host} {verb} {clip(event.line)}{place}{_clock(event.time)}"
 
 
 def _symptoms(events: list[Event], exclude: Event | None) -> list[Symptom]:
@@ -333,11 +333,19 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         minority_call = min(counts, key=lambda c: counts[c])
         minority = sorted(r for r, c in calls.items() if c == minority_call)
         rank = minority[0] if len(minority) == 1 else None
+        majority_call = max(counts, key=lambda c: counts[c])
         summary = (f"ranks waited in different collectives: {ranks_text(minority)} in {minority_call}, the others in "
-                   f"{max(counts, key=lambda c: counts[c])}: the ranks do not call the same collectives in the same order")
+                   f"{majority_call}: the ranks do not call the same collectives in the same order")
+        finished = _left_the_loop(minority_call, majority_call)
+        if finished is not None:
+            done, busy = ("the others", ranks_text(minority)) if finished == "majority" else (ranks_text(minority), "the others")
+            summary += (f"; {done}, in the barrier, had most likely left their loop while {busy} still trained: a "
+                        "different number of batches per rank (uneven inputs: one DistributedSampler over the whole "
+                        "dataset with drop_last, or torch.distributed.algorithms.Join, evens them), or a collective "
+                        "only some ranks call")
         root = RootCause("collective_mismatch", rank, summary, evidence=[f"rank {r}: {c}" for r, c in sorted(calls.items())],
                          confidence=0.6)
-        chinese = wording.mismatch(minority, minority_call, max(counts, key=lambda c: counts[c]))
+        chinese = wording.mismatch(minority, minority_call, majority_call, finished)
     elif waited and len(suspects) >= 1 and len(suspects) < max(2, len(world)):
         rank = min(suspects) if len(suspects) == 1 else None
         where = Counter(calls.values()).most_common(1)[0][0] if calls else (collective or "a collective")
@@ -356,6 +364,15 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
     return JobDiagnosis("log", root, symptoms, _timeline(events), sorted(world), _why(None, culprit, symptoms),
                         collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2],
                         wording={"zh": said})
+
+
+def _left_the_loop(minority_call: str, majority_call: str) -> str | None:
+    """Which side ("minority" / "majority") waits in a barrier while the other waits in another collective: a
+    barrier is where ranks meet outside the step (the end of an epoch or of training, a checkpoint)."""
+    in_minority, in_majority = "barrier" in minority_call, "barrier" in majority_call
+    if in_minority == in_majority:
+        return None
+    return "minority" if in_minority else "majority"
 
 
 def _none_stands_out(job: JobEvents, events: list[Event], waited: list[int], where: str, symptoms: list[Symptom],

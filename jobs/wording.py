@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobs.diagnosis import ranks_text
+from jobs.diagnosis import clip, ranks_text
 from jobs.events import Event
 
 SYMPTOM_WORDS = {
@@ -37,7 +37,7 @@ def root_summary(event: Event, every: bool, raised: bool) -> str:
     if event.where:
         place = f"在 {event.func}（{event.where}）中" if event.func and event.func != "<module>" else f"在 {event.where} "
     verb = "抛出了" if raised else "报告了"
-    return f"{who}{host} {place}{verb} {event.line[:240]}{_clock(event.time)}"
+    return f"{who}{host} {place}{verb} {clip(event.line)}{_clock(event.time)}"
 
 
 def symptom(category: str, ranks: Sequence[int], waited_in: str) -> str:
@@ -76,9 +76,15 @@ def first_timed_out(rank: int, when: datetime | None, call: str, seconds: float,
             f"它在另一个组里卡住，或在执行其他代码），其他 rank 在等它")
 
 
-def mismatch(minority: Sequence[int], minority_call: str, majority_call: str) -> str:
-    return (f"各 rank 在不同的集合通信中等待：{rank_names(minority)} 在 {minority_call} 中，其余在 {majority_call} 中："
+def mismatch(minority: Sequence[int], minority_call: str, majority_call: str, finished: str | None = None) -> str:
+    said = (f"各 rank 在不同的集合通信中等待：{rank_names(minority)} 在 {minority_call} 中，其余在 {majority_call} 中："
             "各 rank 调用集合通信的种类或顺序不一致")
+    if finished is None:
+        return said
+    done, busy = ("其余 rank", rank_names(minority)) if finished == "majority" else (rank_names(minority), "其余 rank")
+    return (f"{said}；在 barrier 中等待的{done} 很可能已经跑完了循环，而 {busy} 还在训练：各 rank 的 batch 数不同"
+            "（输入不均衡：对整个数据集使用同一个 DistributedSampler 并设 drop_last，或用 "
+            "torch.distributed.algorithms.Join 来对齐），或者有只在部分 rank 上调用的集合通信")
 
 
 def never_reached(suspects: Sequence[int], where: str, stopped: bool, waited: Sequence[int]) -> str:

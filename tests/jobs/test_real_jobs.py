@@ -214,5 +214,7 @@ def test_ranks_that_waited_in_different_places_are_told_apart(jobs: jobkit.JobPo
     assert "ranks 0 and 2" in waits and "barrier" in waits["ranks 0 and 2"], _show(diagnosis.to_json())
     assert "rank 1" in waits and "all_reduce" in waits["rank 1"], _show(diagnosis.to_json())
     assert "rank 1's failure" not in diagnosis.why_consequences  # a mismatch: no rank failed first
+    # The ranks in the barrier had left their loop: the summary says what that usually means.
+    assert "uneven inputs" in diagnosis.root_cause.summary and "输入不均衡" in diagnosis.wording["zh"]["root"]
     chinese = diagnosis.wording["zh"]["symptoms"]
     assert "rank 0 和 2 在 dist.barrier" in chinese and "rank 1 在 dist.all_reduce" in chinese, chinese

@@ -48,3 +48,13 @@ def test_evidence_with_backticks_cannot_close_its_fence() -> None:
     text = diagnosis_markdown(_job("exception", 2))
     assert "````text\nKeyError: 'x```y'\n````" in text
     assert text.index("Root cause") < text.index("KeyError")
+
+
+def test_a_long_line_is_clipped_at_a_word_with_an_ellipsis() -> None:
+    from jobs.diagnosis import clip
+
+    line = "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. " * 4
+    clipped = clip(line, 120)
+    assert len(clipped) <= 121 and clipped.endswith("…") and line.startswith(clipped[:-1])
+    assert line[len(clipped) - 1] in " ,;:"  # what follows the kept text is a separator: no word was cut
+    assert clip("short", 120) == "short"
