@@ -8,6 +8,7 @@ from common.language import Lang, say
 from jobs.diagnosis import JobDiagnosis
 
 TIMEOUT_FIX = re.compile(r"(?i)NCCL_TIMEOUT|timeout\s*=|TIMEOUT=|--timeout|timedelta\(")
+OFFLOAD_FIX = re.compile(r"(?i)offload|卸载")
 
 LEAD = {"log": "lead_log", "hang": "lead_hang"}  # phrase keys (common/data/phrases.json)
 
@@ -73,24 +74,36 @@ def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
     return "\n".join(parts).strip()
 
 
-def demote_timeout_fixes(body: str, job: JobDiagnosis, lang: Lang = "en") -> str:
-    """When the logs name a root cause, a line that only raises a timeout delays the next failure: such
-    lines (with the comment that introduces them) leave the fix blocks, a block left with nothing to
-    run goes, and a note says why."""
+def _worsening(job: JobDiagnosis) -> list[tuple[re.Pattern[str], str]]:
+    """(fix lines, note) that would make this root cause worse or only later: a longer timeout once the logs
+    name a cause; moving memory to the host (CPU offload) when the host's RAM is what ran out."""
     root = job.root_cause
+    if root is None or root.category == "unknown":
+        return []
+    rules = [(TIMEOUT_FIX, "timeout_left_out")]
+    if root.category == "host_oom":
+        rules.append((OFFLOAD_FIX, "offload_left_out"))
+    return rules
+
+
+def demote_timeout_fixes(body: str, job: JobDiagnosis, lang: Lang = "en") -> str:
+    """Fix lines that would make the named root cause worse (``_worsening``: a longer timeout delays the next
+    failure, CPU offload fills a host whose RAM ran out) leave the fix blocks, with the comment that introduces
+    them; a block left with nothing to run goes, and a note says why."""
     heading = f"### {say('fixes', lang)}"
-    if root is None or root.category == "unknown" or heading not in body:
+    rules = _worsening(job)
+    if not rules or heading not in body:
         return body
     head, _, rest = body.partition(heading)
     fixes_text, marker, tail = rest.partition("\n### ")
     blocks = [b for b in re.split(r"(?m)^(?=\*\*\d+\.\*\* )", fixes_text.strip("\n")) if b.strip()]
-    kept, removed = [], False
+    kept, removed = [], set[str]()
     for block in blocks:
-        lines = block.splitlines()
         out: list[str] = []
-        for line in lines:
-            if TIMEOUT_FIX.search(line) and not line.lstrip().startswith("**"):
-                removed = True
+        for line in block.splitlines():
+            hit = next((note for pattern, note in rules if pattern.search(line)), None)
+            if hit is not None and not line.lstrip().startswith("**"):
+                removed.add(hit)
                 if out and out[-1].lstrip().startswith("#"):
                     out.pop()  # the comment that introduced it
                 continue
@@ -101,6 +114,6 @@ def demote_timeout_fixes(body: str, job: JobDiagnosis, lang: Lang = "en") -> str
     if not removed:
         return body
     renumbered = [re.sub(r"^\*\*\d+\.\*\*", f"**{i}.**", b, count=1) for i, b in enumerate(kept, 1)]
-    note = say("timeout_left_out", lang) + "\n\n"
-    fixes = note + "\n\n".join(b.rstrip("\n") for b in renumbered)
+    notes = "".join(say(note, lang) + "\n\n" for _, note in rules if note in removed)
+    fixes = notes + "\n\n".join(b.rstrip("\n") for b in renumbered)
     return head + heading + "\n" + fixes.rstrip("\n") + "\n" + ("\n### " + tail if marker else "")

@@ -85,7 +85,7 @@ def _exit_events(job: JobEvents) -> list[Event]:
         elif x.code == -11:
             kind, category = "root", "cuda_error"
         else:
-            kind, category = "root", "oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
+            kind, category = "root", "host_oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
         summary = f"killed by {name}"
         if x.code == -9:  # said where it is shown: a bare "exitcode -9" reads as a mystery
             summary += (", usually by the kernel's OOM killer: host RAM ran out (`dmesg -T | grep -i 'killed process'`"

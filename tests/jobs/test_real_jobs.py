@@ -37,7 +37,7 @@ HANG = "my torchrun job hangs at startup, nothing happens"
 EXPECTED: tuple[Expect, ...] = (
     Expect("exception", "exception", 1),
     Expect("exception_plain", "exception", 1, ("combined",)),
-    Expect("oom", "oom", 2),
+    Expect("oom", "host_oom", 2),  # DefaultCPUAllocator: the host's RAM, not a GPU's
     Expect("straggler", "straggler", 1),
     Expect("collective_mismatch", "collective_mismatch", 1),
     Expect("uneven_inputs", "collective_mismatch", 1),  # rank 1 calls all_reduce, the others the final barrier

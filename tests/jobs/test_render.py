@@ -58,3 +58,31 @@ def test_a_long_line_is_clipped_at_a_word_with_an_ellipsis() -> None:
     assert len(clipped) <= 121 and clipped.endswith("…") and line.startswith(clipped[:-1])
     assert line[len(clipped) - 1] in " ,;:"  # what follows the kept text is a separator: no word was cut
     assert clip("short", 120) == "short"
+
+
+OOM_BODY = """### Likely cause: OOM [1]
+
+### Fixes
+**1.** from [1] OOM:
+
+```bash
+--micro_train_batch_size 1
+```
+
+**2.** from [1] OOM:
+
+```bash
+# 开启 CPU 卸载
+--adam_offload
+```
+
+### See also
+- [2] memory"""
+
+
+def test_cpu_offload_leaves_the_fixes_when_the_hosts_ram_ran_out() -> None:
+    out = demote_timeout_fixes(OOM_BODY, _job("host_oom", 1))
+    fixes = out[out.index("### Fixes"):out.index("### See also")]
+    assert "--adam_offload" not in fixes and "开启 CPU 卸载" not in fixes and "**2.**" not in fixes
+    assert "--micro_train_batch_size 1" in fixes and "CPU offload is left out" in fixes
+    assert demote_timeout_fixes(OOM_BODY, _job("oom", 1)) == OOM_BODY  # a GPU's memory: offload is a fix
