@@ -135,8 +135,8 @@ class Troubleshooter:
     # -- the core ------------------------------------------------------------
     def ask(self, question: Question, *, mode: str = "hybrid", on_event: EventSink = ignore) -> Answer:
         """The one entry point of every front end. Events stream as the answer is made."""
-        if question.job is None and not question.log_errors and not question.log_head:
-            from agent.logs import pasted_job
+        if question.job is None and not question.log_errors and not question.log_head and "\n" in question.text.strip():
+            from agent.logs import pasted_job  # only a question of several lines can hold a cascade
 
             if (job := pasted_job(question.text)) is not None:  # a pasted cascade is read as the job it shows
                 question = replace(question, job=job)
