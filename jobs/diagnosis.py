@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 # What went wrong first. `rank` is None when no single rank is to blame.
 Category = Literal[
-    "exception", "oom", "host_oom", "cuda_error", "straggler", "collective_mismatch", "rendezvous", "port_in_use",
+    "exception", "oom", "host_oom", "native_crash", "cuda_error", "straggler", "collective_mismatch", "rendezvous", "port_in_use",
     "network", "nan", "bad_arguments", "checkpoint", "dataloader_worker", "disk_full", "arch_mismatch",
     "config", "unknown",
 ]

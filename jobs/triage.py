@@ -83,7 +83,7 @@ def _exit_events(job: JobEvents) -> list[Event]:
         elif x.code == -7:
             kind, category = "root", "dataloader_worker"
         elif x.code == -11:
-            kind, category = "root", "cuda_error"
+            kind, category = "root", "native_crash"  # a segfault: native code (an extension, a driver, a library)
         else:
             kind, category = "root", "host_oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
         summary = f"killed by {name}"
@@ -350,11 +350,20 @@ def _from_symptoms(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         rank = min(suspects) if len(suspects) == 1 else None
         where = Counter(calls.values()).most_common(1)[0][0] if calls else (collective or "a collective")
         state = " and was stopped by the launcher" if suspects <= stopped else ""
-        summary = (f"{ranks_text(suspects)} never reached {where}{state}, while {ranks_text(waited)} waited there and timed out: "
-                   f"{ranks_text(suspects)} is the straggler (slow, stuck or in other code)")
-        root = RootCause("straggler", rank, summary, evidence=[f"{ranks_text(waited)} timed out in {where}"],
-                         confidence=0.65 if rank is not None else 0.45)
-        chinese = wording.never_reached(sorted(suspects), where, bool(state), sorted(waited))
+        if any(e.category == "collective_timeout" for e in events):
+            summary = (f"{ranks_text(suspects)} never reached {where}{state}, while {ranks_text(waited)} waited there and "
+                       f"timed out: {ranks_text(suspects)} is the straggler (slow, stuck or in other code)")
+            evidence = f"{ranks_text(waited)} timed out in {where}"
+            chinese = wording.never_reached(sorted(suspects), where, bool(state), sorted(waited))
+        else:  # no one timed out: the peers' connections to it closed, it went away without a word
+            lost_in = Counter(_waited_in(e) for e in events if e.category == "peer_closed" and (e.call or e.where))
+            where = lost_in.most_common(1)[0][0] if lost_in else where
+            summary = (f"{ranks_text(suspects)} stopped without an error of its own, while {ranks_text(waited)} lost the "
+                       f"connection to a peer in {where}: {ranks_text(suspects)} most likely died (killed by a signal: the "
+                       f"OOM killer's SIGKILL, a segfault; the launcher's console or `dmesg -T` names it)")
+            evidence = f"{ranks_text(waited)} lost the connection to a peer in {where}"
+            chinese = wording.died_quietly(sorted(suspects), where, sorted(waited))
+        root = RootCause("straggler", rank, summary, evidence=[evidence], confidence=0.65 if rank is not None else 0.45)
     else:
         where = collective or (Counter(calls.values()).most_common(1)[0][0] if calls else "a collective")
         return _none_stands_out(job, events, sorted(waited), where, symptoms, first)

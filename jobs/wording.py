@@ -93,6 +93,12 @@ def never_reached(suspects: Sequence[int], where: str, stopped: bool, waited: Se
             f"{rank_names(suspects)} 是掉队者（慢、卡住或在执行其他代码）")
 
 
+def died_quietly(suspects: Sequence[int], where: str, waited: Sequence[int]) -> str:
+    return (f"{rank_names(suspects)} 没有报出自己的错误就停止了，而 {rank_names(waited)} 在 {where} 中与对端的连接断开："
+            f"{rank_names(suspects)} 很可能已经死掉（被信号杀死：OOM killer 的 SIGKILL、段错误；启动器的控制台输出或 "
+            "`dmesg -T` 会写明是哪个信号）")
+
+
 def none_stands_out(where: str, shown: list[int] | None = None) -> str:
     """``shown``: the ranks that timed out, when the logs show only some of the job's ranks."""
     who = f"这些日志中的所有 rank（{rank_names(shown)}）" if shown else "所有 rank"

@@ -78,7 +78,9 @@ EVERY_RANK = ("--monitor-interval", "5")
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("straggler", "straggler.py", nproc=3),
     JobSpec("collective_mismatch", "collective_mismatch.py", nproc=3),
-    JobSpec("uneven_inputs", "uneven_inputs.py", nproc=3),
+    # Every rank times out at once: the old monitor interval lets each print where it waited before the launcher
+    # stops the rest (under load, the first to exit could otherwise silence the others).
+    JobSpec("uneven_inputs", "uneven_inputs.py", nproc=3, launcher=EVERY_RANK),
     JobSpec("rendezvous_static", "train.py", launch="lone_node_static"),
     JobSpec("rendezvous_c10d", "train.py", launch="lone_node_c10d"),
     # Killed at the limit: what a user has of a hung rendezvous is torchrun's banner, or its INFO log.
@@ -86,6 +88,7 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("rendezvous_hang_info", "train.py", launch="lone_node_c10d", limit_s=12, env=(("LOGLEVEL", "INFO"),)),
     JobSpec("exception", "exception.py", nproc=3),
     JobSpec("oom", "oom.py", nproc=3),
+    JobSpec("segfault", "segfault.py", nproc=3),
     JobSpec("nan", "nan.py"),
     JobSpec("exception_plain", "exception.py", nproc=3, tee=False),
     JobSpec("nan_plain", "nan.py", tee=False),

@@ -38,6 +38,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("exception", "exception", 1),
     Expect("exception_plain", "exception", 1, ("combined",)),
     Expect("oom", "host_oom", 2),  # DefaultCPUAllocator: the host's RAM, not a GPU's
+    Expect("segfault", "native_crash", 2, ("combined",)),  # the exit code is in the console only (see below)
     Expect("straggler", "straggler", 1),
     Expect("collective_mismatch", "collective_mismatch", 1),
     Expect("uneven_inputs", "collective_mismatch", 1),  # rank 1 calls all_reduce, the others the final barrier
@@ -218,3 +219,13 @@ def test_ranks_that_waited_in_different_places_are_told_apart(jobs: jobkit.JobPo
     assert "uneven inputs" in diagnosis.root_cause.summary and "输入不均衡" in diagnosis.wording["zh"]["root"]
     chinese = diagnosis.wording["zh"]["symptoms"]
     assert "rank 0 和 2 在 dist.barrier" in chinese and "rank 1 在 dist.all_reduce" in chinese, chinese
+
+
+def test_a_rank_that_died_without_a_word_is_named_from_its_peers_alone(jobs: jobkit.JobPool) -> None:
+    """torchrun's --log-dir holds no exit codes: a segfaulted rank's own files end mid-training and its peers
+    lost their connections. The rank is named as one that most likely died, not as a slow one that timed out."""
+    diagnosis = _diagnose(_paths(_job(jobs, "segfault"), "logdir"), "why did my job fail?")
+    root = diagnosis["root_cause"]
+    assert root["rank"] == 2, _show(diagnosis)
+    assert "most likely died" in root["summary"] and "timed out" not in root["summary"], root["summary"]
+    assert "dist.all_reduce" in root["summary"], root["summary"]  # where the peers lost it
