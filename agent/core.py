@@ -7,7 +7,6 @@ backend; nothing is loaded until first needed, so `ask --help` stays instant.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -21,10 +20,9 @@ from agent.facts import Facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import language_of, say
 from common.settings import Settings, contain_caches
-from jobs.diagnosis import UNCATALOGUED, JobDiagnosis, search_terms
+from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, search_terms
 
 log = logging.getLogger(__name__)
-HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|deadlock\w*|no progress)\b|卡住|卡死|挂起")
 FOLLOW_UP_CHARS = 100
 MAX_CONTEXT_CHARS = 3000
 

@@ -7,11 +7,15 @@ Both the log triage (``jobs.triage``) and the live hang snapshot (``jobs.hang``)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
+
+# A question (or a log's last line) that says the job hangs.
+HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|no progress|not progressing|deadlock\w*)\b|卡住|卡死|挂起|不动")
 
 # What went wrong first. `rank` is None when no single rank is to blame.
 Category = Literal[
