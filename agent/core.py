@@ -20,7 +20,7 @@ from agent.facts import Facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import language_of, say
 from common.settings import Settings, contain_caches
-from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, search_terms
+from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, only_if_quoted, search_terms
 
 log = logging.getLogger(__name__)
 FOLLOW_UP_CHARS = 100
@@ -53,8 +53,10 @@ class Question:
     def needs_a_quote(self) -> bool:
         """The job failed with an exception no signature knows: only a section that quotes it answers (its
         words, "error", "training", are every section's words)."""
-        return self.job is not None and self.job.root_cause is not None and \
-            self.job.root_cause.category in UNCATALOGUED and bool(self.job.search_lines)
+        if self.job is None or self.job.root_cause is None or not self.job.search_lines:
+            return False
+        category = self.job.root_cause.category
+        return category in UNCATALOGUED or only_if_quoted(category)  # or a kind whose words another kind shares
 
     def search_text(self) -> str:
         """What retrieval sees: the question, then the log's error lines (they carry the signal).

@@ -117,6 +117,11 @@ def clip(text: str, limit: int = 240) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
+def only_if_quoted(category: str) -> bool:
+    """A kind only a section quoting its own error answers (``only_if_quoted`` in ``category_words.json``)."""
+    return bool(_category_words().get(category, {}).get("only_if_quoted"))
+
+
 def ranks_text(ranks: Iterable[int]) -> str:
     """"rank 1", "ranks 0 and 2", "ranks 0-63", "ranks 0-3,7,9-12": how a diagnosis names ranks."""
     ordered = sorted(set(ranks))

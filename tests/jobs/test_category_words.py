@@ -15,6 +15,7 @@ def test_every_entry_names_a_diagnosis_category_and_says_something() -> None:
     for category, entry in entries.items():
         assert category in CATEGORIES, category
         assert len(entry["words"].split()) >= 8 and isinstance(entry["instead_of_lines"], bool), category
+        assert isinstance(entry["only_if_quoted"], bool), category
 
 
 def test_a_kind_described_by_its_behaviour_is_searched_without_its_raw_lines() -> None:

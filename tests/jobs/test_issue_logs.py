@@ -132,3 +132,17 @@ def test_cli_leads_with_the_root_cause(cli: CliRunner, expect: Expect) -> None:
     assert root["category"] == expect.category, _show(root)
     if expect.rank is not ANY:
         assert root["rank"] == expect.rank, _show(root)
+
+
+GPU_MEMORY = ("显存", "CUDA out of memory", "GPU内存")
+
+
+@pytest.mark.usefixtures("use_shared_index")
+@pytest.mark.parametrize("log", ["oom_sigkill_minus9", "oom_killer_dmesg"])
+def test_the_hosts_ram_running_out_is_not_answered_by_a_gpu_memory_section(cli: CliRunner, log: str) -> None:
+    """Host RAM and a GPU's memory share every word ("memory", "OOM", "killed"): the GPU sections' fixes (CPU
+    offload among them) would make a host OOM worse. Only a section quoting the host's own signal answers."""
+    answer = json.loads(cli("ask", "--json", "--no-probes", "--log", str(DATA / f"{log}.log"), QUESTION).stdout)
+    assert answer["diagnosis"]["root_cause"]["category"] == "host_oom"
+    cited = [c["section"] for c in answer["citations"]]
+    assert not any(word in section for section in cited for word in GPU_MEMORY), cited
