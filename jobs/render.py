@@ -86,33 +86,53 @@ def _worsening(job: JobDiagnosis) -> list[tuple[re.Pattern[str], str]]:
     return rules
 
 
+def _postponed(job: JobDiagnosis) -> re.Pattern[str] | None:
+    """Fix lines that go last, not away: ranks timed out and nothing yet tells why. A longer timeout is right
+    only for a wait that is legitimately long (one rank saving a checkpoint while the others wait), which only
+    every rank's log can show."""
+    root = job.root_cause
+    waited = any(s.category in ("collective_timeout", "collective_wait") for s in job.symptoms)
+    return TIMEOUT_FIX if root is not None and root.category == "unknown" and waited else None
+
+
 def demote_timeout_fixes(body: str, job: JobDiagnosis, lang: Lang = "en") -> str:
     """Fix lines that would make the named root cause worse (``_worsening``: a longer timeout delays the next
     failure, CPU offload fills a host whose RAM ran out) leave the fix blocks, with the comment that introduces
-    them; a block left with nothing to run goes, and a note says why."""
+    them; a block left with nothing to run goes, and a note says why. When nothing names a cause yet, a longer
+    timeout is moved to the end instead (``_postponed``), under what would justify it."""
     heading = f"### {say('fixes', lang)}"
-    rules = _worsening(job)
-    if not rules or heading not in body:
+    rules, later = _worsening(job), _postponed(job)
+    if not (rules or later) or heading not in body:
         return body
     head, _, rest = body.partition(heading)
     fixes_text, marker, tail = rest.partition("\n### ")
     blocks = [b for b in re.split(r"(?m)^(?=\*\*\d+\.\*\* )", fixes_text.strip("\n")) if b.strip()]
     kept, removed = [], set[str]()
+    moved: dict[str, list[str]] = {}  # fence language -> the lines moved to the end, with their comments
     for block in blocks:
         out: list[str] = []
+        fence = "text"
         for line in block.splitlines():
+            if line.lstrip().startswith("```") and line.strip() != "```":
+                fence = line.strip()[3:] or "text"
             hit = next((note for pattern, note in rules if pattern.search(line)), None)
-            if hit is not None and not line.lstrip().startswith("**"):
-                removed.add(hit)
-                if out and out[-1].lstrip().startswith("#"):
-                    out.pop()  # the comment that introduced it
+            postpone = hit is None and later is not None and bool(later.search(line))
+            if (hit is not None or postpone) and not line.lstrip().startswith("**"):
+                comment = out.pop() if out and out[-1].lstrip().startswith("#") else None  # the comment that introduced it
+                if hit is not None:
+                    removed.add(hit)
+                else:
+                    moved.setdefault(fence, []).extend([c for c in (comment,) if c] + [line])
                 continue
             out.append(line)
         code = [x for x in out if x.strip() and not x.lstrip().startswith(("```", "#", "**", ">"))]
         if code:
             kept.append("\n".join(out))
-    if not removed:
+    if not removed and not moved:
         return body
+    if moved:
+        fences = "\n\n".join(f"```{language}\n" + "\n".join(lines) + "\n```" for language, lines in moved.items())
+        kept.append(f"**{len(kept) + 1}.** {say('timeout_last', lang)}\n\n{fences}")
     renumbered = [re.sub(r"^\*\*\d+\.\*\*", f"**{i}.**", b, count=1) for i, b in enumerate(kept, 1)]
     notes = "".join(say(note, lang) + "\n\n" for _, note in rules if note in removed)
     fixes = notes + "\n\n".join(b.rstrip("\n") for b in renumbered)

@@ -40,6 +40,9 @@ def test_a_pasted_timeout_of_one_rank_asks_for_every_ranks_log(cli: CliRunner) -
     assert "every rank" not in diagnosis["root_cause"]["summary"]  # the paste shows one rank alone
     assert diagnosis["next_evidence"][0].startswith("every rank's log"), diagnosis["next_evidence"]
     assert not answer["no_match"]  # retrieval is as before: the timeout sections
+    fixes = answer["answer"].split("### Fixes", 1)[1]
+    first_fix = fixes.split("**2.**", 1)[0]
+    assert "NCCL_TIMEOUT" not in first_fix and "NCCL_TIMEOUT" in fixes  # a longer timeout comes last, not first
 
 
 @pytest.mark.parametrize("question", [

@@ -86,3 +86,17 @@ def test_cpu_offload_leaves_the_fixes_when_the_hosts_ram_ran_out() -> None:
     assert "--adam_offload" not in fixes and "开启 CPU 卸载" not in fixes and "**2.**" not in fixes
     assert "--micro_train_batch_size 1" in fixes and "CPU offload is left out" in fixes
     assert demote_timeout_fixes(OOM_BODY, _job("oom", 1)) == OOM_BODY  # a GPU's memory: offload is a fix
+
+
+def test_when_ranks_timed_out_and_nothing_tells_why_a_longer_timeout_goes_last() -> None:
+    from jobs.diagnosis import Symptom
+
+    job = JobDiagnosis("log", RootCause("unknown", None, "rank 3 timed out"),
+                       [Symptom("collective_timeout", [3], "rank 3 timed out waiting in a collective")])
+    out = demote_timeout_fixes(BODY, job)
+    fixes = out[out.index("### Fixes"):out.index("### See also")]
+    first, rest = fixes.split("**2.**", 1)
+    assert "NCCL_TIMEOUT" not in first and "export NCCL_DEBUG=INFO" in first
+    assert rest.startswith(" last, and only once every rank's log") and "**3.**" not in rest  # block 2 was only that
+    assert "export NCCL_TIMEOUT=1800" in rest and "timedelta(seconds=3600)" in rest  # moved, not dropped
+    assert "```bash\n# raise the timeout\nexport NCCL_TIMEOUT=1800\n```" in rest and "```python\ndist.init" in rest
