@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from common.errors import InputError
 from corpus.errorlines import ErrorLineCollector
 from jobs.diagnosis import JobDiagnosis
 from jobs.events import EventCollector, JobEvents
@@ -50,7 +51,11 @@ def pasted_job(text: str) -> JobDiagnosis | None:
     hang (the text is the question, not a log that stopped)."""
     if "\n" not in text.strip():
         return None
-    diagnosis = triage_events(collect_text(text))
+    try:
+        events = collect_text(text)
+    except InputError:  # a question that does not read as text (control bytes): it is still a question, not a log
+        return None
+    diagnosis = triage_events(events)
     if diagnosis is None or diagnosis.root_cause is None or not diagnosis.symptoms:
         return None
     return diagnosis

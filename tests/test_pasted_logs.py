@@ -52,3 +52,11 @@ def test_a_pasted_timeout_of_one_rank_asks_for_every_ranks_log(cli: CliRunner) -
 ])
 def test_a_lone_error_or_prose_gets_no_job_diagnosis(cli: CliRunner, question: str) -> None:
     assert _ask(cli, question)["diagnosis"] is None
+
+
+def test_a_question_with_control_bytes_is_still_answered_as_a_question(cli: CliRunner) -> None:
+    """Read as a log, these bytes are "mostly binary" and refused; a question is never refused for that."""
+    question = "why does my job die?\n" + "\x01\x02\x03\x04\x05\x06\x07\x08\x0e\x0f\x10\x11" * 40
+    result = cli("ask", "--json", "--no-probes", question)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["diagnosis"] is None
