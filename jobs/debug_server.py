@@ -91,6 +91,14 @@ def parse_page(body: str) -> list[RankPage]:
     return pages
 
 
+def _pyspy_stack(page: RankPage) -> tuple[int | None, tuple[ThreadStack, ...]] | None:
+    """(pid, threads) of a rank's py-spy page, when it holds the main thread's stack."""
+    if page.status != 200:
+        return None
+    pid, threads = next(iter(parse_text(page.text).items()), (None, ()))
+    return (pid, threads) if main_thread(threads) is not None else None
+
+
 def read_debug_server(url: str, *, timeout_s: float = 10.0, native: bool = False) -> DebugServerReading:
     """Every rank's stack (py-spy's, else faulthandler's) and Flight Recorder trace, fetched concurrently."""
     base = normalise_url(url)
@@ -113,6 +121,13 @@ def read_debug_server(url: str, *, timeout_s: float = 10.0, native: bool = False
         except ConfigError as exc:
             trace_pages = []
             reading.notes.append(f"Flight Recorder page: {exc.message}")
+    missed = [rank for rank, page in pyspy_pages.items() if _pyspy_stack(page) is None]
+    if missed:  # py-spy reads a running process without pausing it: a read can fail mid-update; one more try
+        try:
+            again = {p.rank: p for p in fetch_pages(base, "pyspy_dump", timeout_s, pyspy_query)}
+        except ConfigError:
+            again = {}
+        pyspy_pages |= {rank: again[rank] for rank in missed if rank in again and _pyspy_stack(again[rank]) is not None}
     for rank in sorted(set(traceback_pages) | set(pyspy_pages)):
         page = pyspy_pages.get(rank)
         fallback = traceback_pages.get(rank)
@@ -120,14 +135,13 @@ def read_debug_server(url: str, *, timeout_s: float = 10.0, native: bool = False
         host = urlparse(worker).hostname
         if host:
             reading.hosts[rank] = host
-        if page is not None and page.status == 200:
-            parsed = parse_text(page.text)
-            pid, threads = next(iter(parsed.items()), (None, ()))
-            if main_thread(threads) is not None:
-                reading.threads[rank] = threads
-                if pid is not None:
-                    reading.pids[rank] = pid
-                continue
+        stack = _pyspy_stack(page) if page is not None else None
+        if stack is not None:
+            pid, threads = stack
+            reading.threads[rank] = threads
+            if pid is not None:
+                reading.pids[rank] = pid
+            continue
         if fallback is not None and fallback.status == 200:
             threads = parse_traceback(fallback.text)
             if main_thread(threads) is not None:
