@@ -19,6 +19,17 @@ from jobs.lines import LogLine
 from jobs.reader import read_job
 from jobs.waits import NEXT_EVIDENCE, from_waits
 
+# What to look at next for a kind whose fix is on the machine, not in the code or the documents.
+CHECKS = {
+    "host_oom": [
+        "`dmesg -T | grep -i -E 'killed process|out of memory'` on that node: the OOM killer's line names the process "
+        "and how much RAM it held",
+        "the job's memory limit, not only the machine's: `cat /sys/fs/cgroup/memory.max` in the container, Slurm's "
+        "`--mem`/`--mem-per-cpu`, the pod's memory limit",
+        "what holds the RAM: every rank loading the whole dataset or a full model copy, DataLoader workers "
+        "(`num_workers` x `prefetch_factor` batches each), CPU offload of optimizer states or parameters",
+    ],
+}
 LAUNCH_WORDS = re.compile(r"(?i)Starting elastic_operator|rendezvous|torchrun|torch\.distributed\.run|Using nproc_per_node|master_addr")
 
 
@@ -124,8 +135,9 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     return JobDiagnosis(
         kind="log", root_cause=root, symptoms=symptoms, timeline=timeline(events), ranks=sorted(world),
         why_consequences=why(chosen, rank, symptoms), collective=collective_of(job),
-        search_lines=[chosen.line], next_evidence=[], wording={"zh": symptoms_in_chinese(events, chosen, rank)
-                                                   | {"root": wording.root_summary(chosen, every, _raised(chosen))}},
+        search_lines=[chosen.line], next_evidence=list(CHECKS.get(chosen.category, [])),
+        wording={"zh": symptoms_in_chinese(events, chosen, rank) | {"root": wording.root_summary(chosen, every, _raised(chosen))}
+                 | ({"next": "\n".join(wording.CHECKS[chosen.category])} if chosen.category in wording.CHECKS else {})},
     )
 
 

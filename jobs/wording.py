@@ -114,6 +114,16 @@ def one_rank_timed_out(rank: int, where: str) -> str:
 EVERY_RANKS_LOG = ("每个 rank 的日志，而不只是这几行：`ask --log DIR` 会读取整个作业的日志（torchrun 的 --log-dir、"
                    "每个节点的文件），找出最先失败的 rank")
 
+CHECKS = {  # jobs.triage.CHECKS in Chinese
+    "host_oom": [
+        "在那个节点上运行 `dmesg -T | grep -i -E 'killed process|out of memory'`：OOM killer 的那一行写明了被杀的进程和它占用的内存",
+        "作业自己的内存上限，而不只是机器的内存：容器里的 `cat /sys/fs/cgroup/memory.max`、Slurm 的 `--mem`/`--mem-per-cpu`、"
+        "pod 的内存 limit",
+        "内存被谁占用：每个 rank 都加载了整个数据集或完整的模型副本、DataLoader worker（每个 worker 预取 `prefetch_factor` 个 batch）、"
+        "优化器状态或参数的 CPU 卸载（offload）",
+    ],
+}
+
 RENDEZVOUS = "日志在启动后就停止了，没有任何 rank 的输出：启动器很可能在 rendezvous 阶段等待从未加入的节点（或 rank）"
 
 

@@ -144,5 +144,7 @@ def test_the_hosts_ram_running_out_is_not_answered_by_a_gpu_memory_section(cli: 
     offload among them) would make a host OOM worse. Only a section quoting the host's own signal answers."""
     answer = json.loads(cli("ask", "--json", "--no-probes", "--log", str(DATA / f"{log}.log"), QUESTION).stdout)
     assert answer["diagnosis"]["root_cause"]["category"] == "host_oom"
+    checks = answer["diagnosis"]["next_evidence"]  # what to look at on the machine, since no section answers
+    assert any("dmesg" in c for c in checks) and any("memory.max" in c for c in checks), checks
     cited = [c["section"] for c in answer["citations"]]
     assert not any(word in section for section in cited for word in GPU_MEMORY), cited
