@@ -57,6 +57,7 @@ class Event:
     frames: list[str] = field(default_factory=list)
     source: str = ""
     local_rank: int | None = None  # torchrun's tee prefix ([default1]:) names the local rank
+    line_zh: str = ""  # ``line`` in Chinese, where traindoc wrote it (an exit code explained), not the log
 
 
 @dataclass

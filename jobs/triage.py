@@ -69,13 +69,14 @@ def _exit_events(job: JobEvents) -> list[Event]:
             kind, category = "root", "native_crash"  # a segfault: native code (an extension, a driver, a library)
         else:
             kind, category = "root", "host_oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
-        summary = f"killed by {name}"
+        summary, line_zh = f"killed by {name}", ""
         if x.code == -9:  # said where it is shown: a bare "exitcode -9" reads as a mystery
             summary += (", usually by the kernel's OOM killer: host RAM ran out (`dmesg -T | grep -i 'killed process'`"
                         " shows it), else the scheduler or a user sent it")
+            line_zh = f"{line}：{wording.KILLED_BY_SIGKILL}"
             line += f": {summary}"
         events.append(Event(order=10**9 + index, kind=kind, category=category, summary=summary,
-                            line=line, rank=x.rank, host=x.host, time=x.time))
+                            line=line, rank=x.rank, host=x.host, time=x.time, line_zh=line_zh))
     return events
 
 

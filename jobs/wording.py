@@ -37,7 +37,7 @@ def root_summary(event: Event, every: bool, raised: bool) -> str:
     if event.where:
         place = f"在 {event.func}（{event.where}）中" if event.func and event.func != "<module>" else f"在 {event.where} "
     verb = "抛出了" if raised else "报告了"
-    return f"{who}{host} {place}{verb} {clip(event.line)}{_clock(event.time)}"
+    return f"{who}{host} {place}{verb} {clip(event.line_zh or event.line)}{_clock(event.time)}"
 
 
 def symptom(category: str, ranks: Sequence[int], waited_in: str) -> str:
@@ -113,6 +113,9 @@ def one_rank_timed_out(rank: int, where: str) -> str:
 
 EVERY_RANKS_LOG = ("每个 rank 的日志，而不只是这几行：`ask --log DIR` 会读取整个作业的日志（torchrun 的 --log-dir、"
                    "每个节点的文件），找出最先失败的 rank")
+
+KILLED_BY_SIGKILL = ("被 SIGKILL 杀死，通常是内核的 OOM killer 所为：主机内存耗尽（`dmesg -T | grep -i 'killed process'` 可以看到），"
+                     "否则是调度器或用户发出的")
 
 CHECKS = {  # jobs.triage.CHECKS in Chinese
     "host_oom": [

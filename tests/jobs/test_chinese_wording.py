@@ -63,3 +63,13 @@ def test_no_english_template_sentence_in_a_chinese_diagnosis(log: Path) -> None:
         quoted = "\n".join(diagnosis.root_cause.evidence)
         leaked = [s for s in ENGLISH_TEMPLATES if s in chinese and s not in quoted]
         assert not leaked, chinese
+
+
+def test_an_exit_code_traindoc_explains_is_explained_in_chinese() -> None:
+    """"exitcode -9" is explained by traindoc (the OOM killer, dmesg), not printed by the log: in Chinese too."""
+    log = Path(__file__).parent / "data" / "ds-issues" / "oom_sigkill_minus9.log"
+    diagnosis = triage_paths([log], "训练任务为什么挂了")
+    assert diagnosis is not None and diagnosis.root_cause is not None
+    root = diagnosis.wording["zh"]["root"]
+    assert "exitcode -9 (SIGKILL)：被 SIGKILL 杀死" in root and "usually by the kernel" not in root, root
+    assert "usually by the kernel's OOM killer" in diagnosis.root_cause.summary  # the English stays English
