@@ -51,8 +51,9 @@ class Question:
         return self.log_errors
 
     def needs_a_quote(self) -> bool:
-        """The job failed with an exception no signature knows: only a section that quotes it answers (its
-        words, "error", "training", are every section's words)."""
+        """The job failed with an exception no signature knows (its words, "error", "training", are every section's
+        words), or with a kind whose words another kind shares (``only_if_quoted``): only a section that quotes
+        its error answers."""
         if self.job is None or self.job.root_cause is None or not self.job.search_lines:
             return False
         category = self.job.root_cause.category

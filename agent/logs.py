@@ -15,9 +15,9 @@ from typing import IO
 from common.errors import InputError
 from corpus.errorlines import ErrorLineCollector
 from jobs.diagnosis import JobDiagnosis
-from jobs.events import EventCollector, JobEvents
+from jobs.events import EventCollector
 from jobs.reader import read_job
-from jobs.triage import triage_events
+from jobs.triage import triage_events, triage_lines
 
 HEAD_CHARS = 4000
 
@@ -52,20 +52,12 @@ def pasted_job(text: str) -> JobDiagnosis | None:
     if "\n" not in text.strip():
         return None
     try:
-        events = collect_text(text)
+        diagnosis = triage_lines(read_job([Path("-")], io.BytesIO(text.encode("utf-8", errors="replace"))))
     except InputError:  # a question that does not read as text (control bytes): it is still a question, not a log
         return None
-    diagnosis = triage_events(events)
     if diagnosis is None or diagnosis.root_cause is None or not diagnosis.symptoms:
         return None
     return diagnosis
-
-
-def collect_text(text: str) -> JobEvents:
-    collector = EventCollector()
-    for line in read_job([Path("-")], io.BytesIO(text.encode("utf-8", errors="replace"))):
-        collector.feed(line)
-    return collector.result()
 
 
 def read_log(path: Path, question: str = "") -> LogReading:

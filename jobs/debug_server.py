@@ -121,13 +121,16 @@ def read_debug_server(url: str, *, timeout_s: float = 10.0, native: bool = False
         except ConfigError as exc:
             trace_pages = []
             reading.notes.append(f"Flight Recorder page: {exc.message}")
-    missed = [rank for rank, page in pyspy_pages.items() if _pyspy_stack(page) is None]
+    pyspy_stacks = {rank: _pyspy_stack(page) for rank, page in pyspy_pages.items()}
+    missed = [rank for rank, stack in pyspy_stacks.items() if stack is None]
     if missed:  # py-spy reads a running process without pausing it: a read can fail mid-update; one more try
         try:
             again = {p.rank: p for p in fetch_pages(base, "pyspy_dump", timeout_s, pyspy_query)}
         except ConfigError:
             again = {}
-        pyspy_pages |= {rank: again[rank] for rank in missed if rank in again and _pyspy_stack(again[rank]) is not None}
+        for rank in missed:
+            if rank in again and (stack := _pyspy_stack(again[rank])) is not None:
+                pyspy_pages[rank], pyspy_stacks[rank] = again[rank], stack
     for rank in sorted(set(traceback_pages) | set(pyspy_pages)):
         page = pyspy_pages.get(rank)
         fallback = traceback_pages.get(rank)
@@ -135,7 +138,7 @@ def read_debug_server(url: str, *, timeout_s: float = 10.0, native: bool = False
         host = urlparse(worker).hostname
         if host:
             reading.hosts[rank] = host
-        stack = _pyspy_stack(page) if page is not None else None
+        stack = pyspy_stacks.get(rank)
         if stack is not None:
             pid, threads = stack
             reading.threads[rank] = threads
