@@ -17,6 +17,14 @@ class Citation:
     chunk_id: str
     score: float
     text: str = ""
+    lang: str | None = None  # the language of ``text`` when it is a rendering of the section ("en"); None: as written
+    title: str = ""  # the section's heading in the text shown (a rendering's); "" : the section path's last heading
+
+    @property
+    def cited_as(self) -> str:
+        """The section as a source list names it: the original's heading path, and the language of the text
+        shown when it is a rendering (``... > 问题：NCCL 超时 [en]``)."""
+        return f"{self.section} [{self.lang}]" if self.lang else self.section
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ class Answer:
             question=self.question,
             answer=self.answer,
             citations=[
-                {k: v for k, v in asdict(c).items() if k != "text"} | {"score": round(c.score, 4)}
+                {k: v for k, v in asdict(c).items() if k not in ("text", "title")} | {"score": round(c.score, 4)}
                 for c in self.citations
             ],
             findings=[asdict(f) for f in self.findings],

@@ -123,6 +123,11 @@ def _title(section: str) -> str:
     return section.split(PATH_SEPARATOR)[-1]
 
 
+def _shown_title(citation: Citation) -> str:
+    """The heading an asker reads: a rendering's own (translated) heading, else the section's."""
+    return citation.title or _title(citation.section)
+
+
 def compose(
     question: str,
     citations: list[Citation],
@@ -134,6 +139,7 @@ def compose(
     *,
     confidence: float | None = None,
     nearest: Sequence[Citation] = (),
+    lead: str | None = None,
 ) -> str:
     """The answer's markdown. ``confidence``: that the first citation answers (retrieval's answerability);
     ``nearest``: when nothing answers, the closest sections, named as not answers."""
@@ -152,11 +158,17 @@ def compose(
         parts.append(f"### {say('error_lines', lang)}")
         parts.extend(f"- {code_span(line[:160])}" for line in error_lines[:4])  # a backtick in the log cannot end it
         parts.append("")
+    if lead is not None and citations:  # a runbook answers the diagnosed kind: its fixes come first (agent.lead)
+        parts.extend([lead, ""])
+        if len(citations) > 1:
+            parts.append(f"### {say('see_also', lang)}")
+            parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
+        return "\n".join(parts).strip()
     if no_match or not citations:
         return _no_match(parts, recognised, confidence, list(nearest) or citations, lang)
 
     top = citations[0]
-    parts.append(f"### {say('likely_cause', lang, title=_title(top.section), n=top.n)}")
+    parts.append(f"### {say('likely_cause', lang, title=_shown_title(top), n=top.n)}")
     if confidence is not None and confidence < float(_guidance()["weak_below"]):
         parts.extend([_say("weak_match", lang, confidence=confidence), ""])
     # The top section and the parts of the same problem write-up (its subsections, its other parts):
@@ -186,7 +198,7 @@ def compose(
     if fixes:
         parts.append(f"### {say('fixes', lang)}")
         for i, (block, citation) in enumerate(fixes, 1):
-            parts.append(say("fix_item", lang, i=i, n=citation.n, title=_title(citation.section)))
+            parts.append(say("fix_item", lang, i=i, n=citation.n, title=_shown_title(citation)))
             parts.append("")
             parts.append(block)
             parts.append("")
@@ -195,7 +207,7 @@ def compose(
         parts.append("")
     if len(citations) > 1:
         parts.append(f"### {say('see_also', lang)}")
-        parts.extend(f"- [{c.n}] {_title(c.section)}" for c in citations[1:])
+        parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
     return "\n".join(parts).strip()
 
 
@@ -210,7 +222,7 @@ def _no_match(parts: list[str], recognised: list[str], confidence: float | None,
     parts.extend([lead, ""])
     if nearest:
         parts.append(f"### {_say('nearest_heading', lang)}")
-        parts.extend(_say("nearest_item", lang, source=c.source, title=_title(c.section)) for c in nearest[:3])
+        parts.extend(_say("nearest_item", lang, source=c.source, title=_shown_title(c)) for c in nearest[:3])
         parts.append("")
     parts.append(f"### {_say('collect_heading', lang)}")
     parts.extend(f"- {item}" for item in what_to_collect(recognised, lang))

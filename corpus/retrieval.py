@@ -27,6 +27,7 @@ from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
 from corpus.families import Recognition, recognise
 from corpus.lexical import tokenize
+from corpus.renderings import original_source, rendering_language
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
 
@@ -63,6 +64,22 @@ class Hit:
     signals: Mapping[str, float]
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A hit as an answer shows it: cited by ``source`` (the original document) and the chunk's section, with the
+    text of ``chunk`` (the original's, or its rendering's in the asker's language: ``lang``)."""
+
+    source: str
+    chunk: StoredChunk
+    lang: str | None  # the rendering's language; None: the document as written
+
+    @property
+    def title(self) -> str:
+        """The section's own heading in the text shown (a rendering's translated heading)."""
+        first = self.chunk.text.lstrip().split("\n", 1)[0]
+        return first.lstrip("#").strip() if first.startswith("#") else ""
+
+
 @dataclass
 class RetrievalResult:
     hits: list[Hit]
@@ -74,6 +91,7 @@ class RetrievalResult:
     evidence: Evidence | None = None  # what the answerability decision was made from
     candidates: list[Evidence] = field(default_factory=list)  # the evidence about each section checked, in rank order
     promoted: int = 0  # the rank the leading section had before the answerability check moved it up
+    answering: list[str] = field(default_factory=list)  # chunk ids of the checked sections that answer, best first
 
 
 @cache
@@ -108,9 +126,15 @@ class Retriever:
         self._position = snapshot.position()
         # Each chunk's section as a number: per-section questions become numpy operations, not Python loops over
         # every chunk (a 20,000-chunk corpus).
+        # A rendering's chunks are its original's sections (corpus.renderings): one section, two texts.
+        sources = {c.source for c in snapshot.chunks}
+        self._logical = {source: original_source(source, sources) or source for source in sources}
         numbers: dict[tuple[str, str], int] = {}
-        self._section_of = np.array([numbers.setdefault((c.source, c.section), len(numbers)) for c in snapshot.chunks],
-                                    dtype=np.int32)
+        self._texts: dict[tuple[str, str], list[StoredChunk]] = {}
+        for chunk in snapshot.chunks:
+            self._texts.setdefault((self._logical[chunk.source], chunk.section), []).append(chunk)
+        self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
+                                     for c in snapshot.chunks], dtype=np.int32)
 
     def search(
         self,
@@ -166,6 +190,17 @@ class Retriever:
             self._decide(result, query, errors, signals, cosine, recognition, require_quote)
         return result
 
+    def shown(self, chunk: StoredChunk, lang: str) -> Shown:
+        """How a hit is shown to an asker of ``lang``: the original document's name and heading, and the text of
+        the same section in ``lang`` (its rendering) where there is one, else as the document wrote it."""
+        source = self._logical.get(chunk.source, chunk.source)
+        texts = self._texts.get((source, chunk.section), [chunk])
+        wanted = [c for c in texts if rendering_language(c.source) == lang] or [c for c in texts if c.source == source]
+        if not wanted:
+            return Shown(source, chunk, rendering_language(chunk.source))
+        best = next((c for c in wanted if c.part == chunk.part), wanted[0])
+        return Shown(source, best, rendering_language(best.source))
+
     def _decide(self, result: RetrievalResult, query: str, errors: list[str], signals: dict[str, np.ndarray],
                 cosine: np.ndarray | None, recognition: Recognition, require_quote: bool = False) -> None:
         """Does the best section answer? When it does not but one of the next ones does, that one leads."""
@@ -177,6 +212,8 @@ class Retriever:
         if require_quote:
             decisions = [(answers, p) if found.quoted_error >= QUOTED else (False, min(p, found.quoted_error))
                          for (answers, p), found in zip(decisions, result.candidates, strict=True)]
+        checked = result.hits[:CHECKED]
+        result.answering = [hit.chunk.chunk_id for hit, (answers, _) in zip(checked, decisions, strict=False) if answers]
         rank = next((i for i, (answers, _) in enumerate(decisions) if answers), None)
         result.no_match = rank is None
         rank = rank or 0
@@ -261,7 +298,7 @@ class Retriever:
             if fused[index] <= 0 or len(hits) >= k:
                 break
             chunk = self.snapshot.chunks[int(index)]
-            key = (chunk.source, chunk.section)
+            key = (self._logical[chunk.source], chunk.section)
             if key in seen:
                 continue
             seen.add(key)

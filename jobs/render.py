@@ -74,7 +74,7 @@ def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
     return "\n".join(parts).strip()
 
 
-def _worsening(job: JobDiagnosis) -> list[tuple[re.Pattern[str], str]]:
+def worsening(job: JobDiagnosis) -> list[tuple[re.Pattern[str], str]]:
     """(fix lines, note) that would make this root cause worse or only later: a longer timeout once the logs
     name a cause; moving memory to the host (CPU offload) when the host's RAM is what ran out."""
     root = job.root_cause
@@ -96,12 +96,12 @@ def _postponed(job: JobDiagnosis) -> re.Pattern[str] | None:
 
 
 def demote_timeout_fixes(body: str, job: JobDiagnosis, lang: Lang = "en") -> str:
-    """Fix lines that would make the named root cause worse (``_worsening``: a longer timeout delays the next
+    """Fix lines that would make the named root cause worse (``worsening``: a longer timeout delays the next
     failure, CPU offload fills a host whose RAM ran out) leave the fix blocks, with the comment that introduces
     them; a block left with nothing to run goes, and a note says why. When nothing names a cause yet, a longer
     timeout is moved to the end instead (``_postponed``), under what would justify it."""
     heading = f"### {say('fixes', lang)}"
-    rules, later = _worsening(job), _postponed(job)
+    rules, later = worsening(job), _postponed(job)
     if not (rules or later) or heading not in body:
         return body
     head, _, rest = body.partition(heading)

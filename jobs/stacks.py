@@ -28,7 +28,7 @@ RENDEZVOUS = frozenset({
 _DIST_FILES = (("torch/distributed/", "dist"), ("deepspeed/comm/", "deepspeed.comm"))
 
 FR_HINT = ("Flight Recorder traces of every rank name the first collective where ranks diverge: rerun with "
-           "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, "
+           "TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, "
            "then `traindoc hang --fr-dir fr/`")
 NCCL_HINT = "NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET) shows which transport and which peer a rank waits on"
 DETAIL_HINT = ("TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collective with the same shapes, "

@@ -16,7 +16,7 @@ from jobs.events import Event, JobEvents
 NEXT_EVIDENCE = [
     "a stack snapshot of every rank while it hangs: `traindoc hang` on the node (or `--debug-server URL` "
     "when the job runs torch.distributed.debug.start_debug_server)",
-    "Flight Recorder dumps: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+    "Flight Recorder dumps: TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
     "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, then `traindoc hang --fr-dir fr/`",
     "TORCH_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints: which rank called what)",
     "NCCL_DEBUG=INFO (NCCL's own view of each rank's connections)",

@@ -61,7 +61,7 @@ def why(rank: int | None, symptoms: Sequence[str], launcher_summary: bool) -> st
 NEXT_EVIDENCE = [
     "每个 rank 卡住时的栈快照：在节点上运行 `traindoc hang`（作业调用了 torch.distributed.debug.start_debug_server 时，"
     "用 `--debug-server URL`）",
-    "Flight Recorder 转储：TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+    "Flight Recorder 转储：TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
     "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_，然后运行 `traindoc hang --fr-dir fr/`",
     "TORCH_DISTRIBUTED_DEBUG=DETAIL（集合通信指纹：哪个 rank 调用了什么）",
     "NCCL_DEBUG=INFO（NCCL 自己看到的每个 rank 的连接）",

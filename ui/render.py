@@ -39,7 +39,7 @@ def _print_sources(answer: Answer, console: Console) -> None:
         console.print()
         console.print(f"[bold]{say('sources', lang)}[/bold]")
         for citation in answer.citations:
-            console.print(printable(f"  [{citation.n}] {citation.source} › {citation.section}"), markup=False, highlight=False)
+            console.print(printable(f"  [{citation.n}] {citation.source} › {citation.cited_as}"), markup=False, highlight=False)
     if answer.findings:
         console.print()
         console.print(f"[bold]{say('probe_evidence', lang)}[/bold]")

@@ -68,7 +68,7 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool) -> tup
         head.append({"type": "context", "elements": [{"type": "mrkdwn", "text": plain(f"note: {answer.notice}", redact)}]})
     tail: list[dict[str, Any]] = []
     if answer.citations:
-        lines = [f"[{c.n}] `{_code(Path(c.source).name, redact)}` › {plain(c.section, redact)}" for c in answer.citations]
+        lines = [f"[{c.n}] `{_code(Path(c.source).name, redact)}` › {plain(c.cited_as, redact)}" for c in answer.citations]
         tail.append({"type": "divider"})
         tail.append(_section("*Sources*\n" + "\n".join(lines)))
     problems = [f for f in answer.findings if f.status in ("problem", "error", "timed_out")]

@@ -76,7 +76,7 @@ def sources_html(answer: Answer | None) -> str:
     items = []
     for c in answer.citations:
         items.append(
-            f"<details><summary>[{c.n}] {html.escape(mask(Path(c.source).name))} › {html.escape(mask(c.section))}</summary>"
+            f"<details><summary>[{c.n}] {html.escape(mask(Path(c.source).name))} › {html.escape(mask(c.cited_as))}</summary>"
             f"<pre>{html.escape(mask(corrected_quote(c.text, c.section + chr(10) + answer.question)))}</pre></details>"
         )
     return "<div class='traindoc-sources'><strong>Sources</strong>" + "".join(items) + "</div>"

@@ -1,0 +1,25 @@
+"""YAML front matter at the top of a Markdown document (``---`` lines around it): machine-readable facts about
+the document (a runbook's kind and messages, which original a rendering renders), never part of its text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """(front matter, body). Text without front matter, or whose front matter is not a YAML mapping, is all
+    body: a document is never refused for what its first lines look like."""
+    if not text.startswith("---\n"):
+        return {}, text
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        return {}, text
+    try:
+        data = yaml.safe_load(text[4:end])
+    except yaml.YAMLError:
+        return {}, text
+    if not isinstance(data, dict):
+        return {}, text
+    return data, text[end + 5:]

@@ -1,0 +1,70 @@
+"""Which runbook answers a failure: the one whose kind the diagnosis names, refined by the lines the log shows.
+
+A job's diagnosis names a triage category (``jobs.diagnosis``). Several runbooks may answer one category (a
+``config`` failure is a DeepSpeed batch assertion, an op that fails to build, ``/dev/shm`` too small, NCCL's
+interface choice...): the runbook among them whose message appears in the root cause's lines wins (the longest
+such message: the most specific); otherwise the category's default (``runbooks/data/defaults.json``), which a
+catch-all category does not have. Without a diagnosis (a pasted error, a question), a runbook answers only when
+one of its messages appears in the error lines or the question.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib import resources
+
+from runbooks.catalog import Runbook, runbooks
+
+
+@cache
+def _defaults() -> dict[str, str]:
+    table = json.loads(resources.files("runbooks").joinpath("data/defaults.json").read_text(encoding="utf-8"))
+    return {key: str(value) for key, value in table.items() if not key.startswith("_")}
+
+
+def _kinds(lang: str = "en") -> dict[str, Runbook]:
+    return {kind: book for (kind, book_lang), book in runbooks().items() if book_lang == lang}
+
+
+def in_language(kind: str, lang: str) -> Runbook | None:
+    """The runbook of ``kind`` in ``lang``, else in English."""
+    return runbooks().get((kind, lang)) or runbooks().get((kind, "en"))
+
+
+def _best_quoted(books: Iterable[Runbook], lines: Sequence[str]) -> Runbook | None:
+    """The runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it)."""
+    best: tuple[int, Runbook] | None = None
+    for book in books:
+        for message in book.messages:
+            if len(message) >= 8 and any(message in line for line in lines):
+                if best is None or len(message) > best[0]:
+                    best = (len(message), book)
+    return best[1] if best else None
+
+
+def for_category(category: str, lines: Sequence[str]) -> Runbook | None:
+    """The English runbook for a diagnosed ``category`` whose root cause shows ``lines``."""
+    books = _kinds()
+    listing = [book for book in books.values() if category in book.triage]
+    if (quoted := _best_quoted(listing, lines)) is not None:
+        return quoted
+    default = _defaults().get(category)
+    return books.get(default) if default else None
+
+
+def for_lines(lines: Sequence[str]) -> Runbook | None:
+    """The English runbook whose message the pasted error lines (or the question) show, if any."""
+    return _best_quoted(_kinds().values(), lines)
+
+
+def kind_of_source(source: str) -> str | None:
+    """The kind of a cited runbook file (``corpus/runbooks/<lang>/<kind>.md``), else None."""
+    for book in runbooks().values():
+        if book.source == source:
+            return book.kind
+    return None
+
+
+__all__ = ["for_category", "for_lines", "in_language", "kind_of_source"]

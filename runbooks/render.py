@@ -1,0 +1,80 @@
+"""A runbook as the lead of an answer: what it means, the job's own facts, the checks, the fixes in order and
+what not to do, each item cited to the runbook and linked to its upstream source."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from common.language import Lang, say
+from common.textsafe import code_span
+from corpus.chunking import PATH_SEPARATOR, chunk_id_for
+from runbooks.catalog import Item, Runbook
+
+FixFilter = Callable[[Item], bool]
+
+
+def citation_section(book: Runbook) -> str:
+    """The indexed section a runbook is cited by: its 'Fixes in order' part."""
+    return book.title + PATH_SEPARATOR + book.heading("fixes")
+
+
+def citation_chunk_id(book: Runbook) -> str:
+    return chunk_id_for(book.source, citation_section(book), 0)
+
+
+def _item_lines(number: str, item: Item, n: int, lang: Lang) -> list[str]:
+    lines = [f"{number} {item.text} [{n}]"]
+    for block in item.code:
+        lines.extend(["", *("   " + line if line else "" for line in block.splitlines())])
+    return lines + [""]
+
+
+def _job_facts(facts: Sequence[str], lang: Lang) -> list[str]:
+    return [f"**{say('runbook_your_job', lang)}** " + "; ".join(facts), ""] if facts else []
+
+
+def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[str] = (),
+                     keep_fix: FixFilter | None = None, notes: Sequence[str] = ()) -> str:
+    """The runbook's part of an answer, cited as ``[n]``. ``keep_fix``: which fixes apply to this job (a fix
+    that would make the diagnosed cause worse leaves, with ``notes`` saying why)."""
+    parts = [f"### {say('likely_cause', lang, title=book.title, n=n)}", ""]
+    meaning = book.parts.get("means", "").strip()
+    if meaning:
+        parts.extend([meaning + f" [{n}]", ""])
+    parts.extend(_job_facts(job_facts, lang))
+    checks = book.items.get("checks", ())
+    if checks:
+        parts.extend([f"### {say('runbook_checks', lang)}", ""])
+        for i, item in enumerate(checks, 1):
+            parts.extend(_item_lines(f"{i}.", item, n, lang))
+    fixes = [item for item in book.items.get("fixes", ()) if keep_fix is None or keep_fix(item)]
+    if fixes:
+        parts.extend([f"### {say('fixes', lang)}", ""])
+        parts.extend(f"> {note}\n" for note in notes)
+        for i, item in enumerate(fixes, 1):
+            parts.extend(_item_lines(f"{i}.", item, n, lang))
+    avoid = book.items.get("avoid", ())
+    if avoid:
+        parts.extend([f"### {say('runbook_avoid', lang)}", ""])
+        for item in avoid:
+            parts.extend(_item_lines("-", item, n, lang))
+    parts.append(f"_{say('runbook_applies', lang, applies=book.applies_to, checked=book.checked)}_")
+    return "\n".join(parts).strip()
+
+
+def job_facts(rank: int | None, host: str | None, where: str | None, evidence: Sequence[str], lang: Lang) -> list[str]:
+    """The job's own facts the fixes apply to: the rank, its host, its file:line, the line that names the cause."""
+    facts = []
+    if rank is not None:
+        facts.append(say("rank", lang, rank=rank) + (f" ({host})" if host else ""))
+    elif host:
+        facts.append(host)
+    if where:
+        facts.append(code_span(where))
+    if evidence:
+        facts.append(code_span(re.sub(r"\s+", " ", evidence[0]).strip()[:200]))
+    return facts
+
+
+__all__ = ["citation_chunk_id", "citation_section", "job_facts", "runbook_markdown"]
