@@ -205,7 +205,9 @@ class Troubleshooter:
         t0 = time.perf_counter()
         boost = diagnosis.boost_text() if diagnosis is not None else ""
         result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost,  # type: ignore[arg-type]
-                                  require_quote=question.needs_a_quote())
+                                  require_quote=question.needs_a_quote(), among="documents")
+        found = retriever.search(text, k=1, mode=mode, boost_text=boost,  # type: ignore[arg-type]
+                                 require_quote=question.needs_a_quote(), among="runbooks")
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
         lang = language_of(question.text)
         shown = [retriever.shown(h.chunk, lang) for h in result.hits]  # a section in the asker's language
@@ -218,14 +220,14 @@ class Troubleshooter:
         no_match, confidence = result.no_match, result.confidence
         if no_match:
             citations, nearest = [], citations[:3]
-        from agent.lead import CHOSEN_CONFIDENCE, choose, lead_with
+        from agent.lead import Retrieved, choose, lead_with
 
         runbook = None
-        if (chosen := choose(question.text, job, question.log_errors or result.error_lines, citations, lang,
-                             result.answering)) is not None:
-            runbook, named = chosen  # the fix follows the diagnosis: the kind's runbook leads
+        best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
+        if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
+                             None if result.no_match else result.confidence)) is not None:
+            runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
             citations, nearest, no_match = lead_with(runbook, citations, lang), [], False
-            confidence = CHOSEN_CONFIDENCE if named else confidence
         findings = []
         results: list[Any] = []
         if diagnosis is not None:

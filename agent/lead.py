@@ -7,8 +7,8 @@ sections retrieval found follow as See also, so a section about another kind nev
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from agent.answer import Citation
 from common.language import Lang, say
@@ -21,44 +21,45 @@ from runbooks.render import citation_chunk_id, citation_section, job_facts, runb
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 
 
-def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], citations: Sequence[Citation],
-           lang: Lang, answering: Collection[str] = ()) -> tuple[Runbook, bool] | None:
-    """(the runbook in ``lang``, whether the evidence named it) or None. The diagnosis decides first; then the
-    error lines and the question; then a runbook that retrieval found to answer among the sections it checked
-    (``answering``: their chunk ids): a runbook is checked against upstream and gives its fixes in order, so it
-    leads a document section that answers too (which stays cited)."""
+@dataclass(frozen=True)
+class Retrieved:
+    """The runbook retrieval found to answer the question (searched apart from the documents), and how sure."""
+
+    source: str
+    confidence: float | None
+
+
+def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lang, retrieved: Retrieved | None = None,
+           documents: float | None = None) -> tuple[Runbook, float | None] | None:
+    """(the runbook in ``lang``, the confidence that it answers) or None. The diagnosis decides first; then the
+    error lines' messages, then the question's; then the runbook retrieval found to answer, when no document
+    section answers (``documents``: the confidence that the best one does, None when none does) or it is at least
+    as sure of the runbook: a runbook is checked against upstream and gives its fixes in order, so it leads a
+    document section that answers too (which stays cited)."""
     book = None
     if job is not None and job.root_cause is not None:
         root = job.root_cause
         lines = [*root.evidence, *job.search_lines]
         book = for_category(root.category, lines) or (for_lines(lines) if root.category != "unknown" else None)
-    if book is None:
-        book = for_lines([*errors, *text.splitlines()])
+    if book is None:  # an error line's message first: an informational line a log also shows must not win
+        book = for_lines(errors) or for_lines(text.splitlines())
     if book is not None:
         chosen = in_language(book.kind, lang)
-        return (chosen, True) if chosen is not None else None
-    for citation in citations[:1] or ():
-        if (kind := kind_of_source(citation.source)) is not None:
-            chosen = in_language(kind, lang)
-            return (chosen, False) if chosen is not None else None
-    for citation in citations[1:]:
-        if citation.chunk_id in answering and (kind := kind_of_source(citation.source)) is not None:
-            chosen = in_language(kind, lang)
-            return (chosen, False) if chosen is not None else None
-    return None
+        return (chosen, CHOSEN_CONFIDENCE) if chosen is not None else None
+    if retrieved is None or (kind := kind_of_source(retrieved.source)) is None:
+        return None
+    if documents is not None and (retrieved.confidence or 0.0) < documents:
+        return None
+    chosen = in_language(kind, lang)
+    return (chosen, retrieved.confidence) if chosen is not None else None
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang) -> list[Citation]:
-    """The runbook as [1], then the other citations renumbered; the runbook's own sections (in any language)
-    are not repeated."""
-    own = {b.source for b in (in_language(book.kind, "en"), in_language(book.kind, "zh")) if b is not None}
+    """The runbook as [1], then the documents' sections retrieval found, renumbered."""
     text = runbook_markdown(book, 1, lang)
     first = Citation(n=1, source=book.source, section=citation_section(book), chunk_id=citation_chunk_id(book),
-                     score=1.0, text=text)
-    rest = [c for c in citations if c.source not in own]
-    return [first, *(replace(c, n=i) for i, c in enumerate(rest, 2))]
-
-
+                     score=1.0, text=text, title=book.title)
+    return [first, *(replace(c, n=i) for i, c in enumerate(citations, 2))]
 
 
 def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
@@ -77,4 +78,4 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
                             keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes])
 
 
-__all__ = ["CHOSEN_CONFIDENCE", "choose", "lead_with", "runbook_lead"]
+__all__ = ["CHOSEN_CONFIDENCE", "Retrieved", "choose", "lead_with", "runbook_lead"]

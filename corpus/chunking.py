@@ -110,6 +110,18 @@ def _name_after(sections: list[_Section], original: list[_Section]) -> None:
         section.title, section.path = source.title, source.path
 
 
+def _fold_into_title(sections: list[_Section]) -> None:
+    """Every section after the document's first titled one becomes part of it."""
+    titled = next((s for s in sections if s.level > 0), None)
+    if titled is None:
+        return
+    for section in sections:
+        if section.level > 0 and section is not titled and section.absorbed_into is None:
+            section.absorbed_into = titled
+            titled.lines.extend(section.lines)
+            section.lines = []
+
+
 def _absorb_generic_subsections(sections: list[_Section]) -> None:
     """Fold sections whose title repeats in the document into their nearest distinct ancestor."""
     counts = Counter(s.title for s in sections if s.level > 0)
@@ -229,15 +241,19 @@ def chunk_document(
     max_chars: int = 1800,
     overlap_blocks: int = 1,
     headings_from: str | None = None,
+    whole: bool = False,
 ) -> list[Chunk]:
     """Split one document into section chunks. ``source`` is the id used in chunk ids. ``headings_from``: the
     original of a rendering (corpus.renderings): its heading path names the rendering's sections, position by
-    position, so a section and its rendering are one section."""
+    position, so a section and its rendering are one section. ``whole``: the document is one problem write-up
+    (a runbook): every section below its title is a part of it, and the whole is retrieved and cited as one."""
     if source.endswith(".rst"):
         text = _rst_to_markdown(text)
     sections = _parse_sections(text)
     if headings_from is not None:
         _name_after(sections, _parse_sections(headings_from))
+    if whole:
+        _fold_into_title(sections)
     _absorb_generic_subsections(sections)
     chunks: list[Chunk] = []
     for section in sections:

@@ -26,10 +26,10 @@ from common.memory import limit_malloc_arenas, return_freed_memory
 from common.settings import REPO_ROOT, Settings
 from corpus.chunking import Chunk, HeadingsDiffer, chunk_document
 from corpus.discovery import SUFFIXES, Found, Refused, read_document
-from corpus.frontmatter import split_front_matter
-from corpus.renderings import original_path
 from corpus.discovery import discover as discover_documents
 from corpus.embedding import Embedder
+from corpus.frontmatter import split_front_matter
+from corpus.renderings import english_runbook, original_path
 from corpus.store import StoredChunk, VectorStore, remove_local_index
 
 __all__ = ["SUFFIXES", "IndexReport", "build_index", "discover", "display_source", "embed_text", "unsafe_to_open"]
@@ -145,15 +145,18 @@ def _read_chunks(path: Path, source: str, settings: Settings, report: IndexRepor
         return None
     del raw
     meta, body = split_front_matter(text) if path.suffix.lower() in (".md", ".markdown") else ({}, text)
-    original = None
-    if isinstance(rendered := meta.get("rendering_of"), str):
+    original, rendered = None, meta.get("rendering_of")
+    if meta.get("kind") and meta.get("lang") not in (None, "en") and not isinstance(rendered, str):
+        rendered = str(english_runbook(path))  # a runbook in another language renders the English one
+    if isinstance(rendered, str):
         try:  # a rendering is chunked under its original's headings (corpus.renderings)
-            original = read_document(original_path(path, rendered), _max_bytes(settings)).decode("utf-8-sig")
+            target = english_runbook(path) if meta.get("kind") else original_path(path, rendered)
+            original = split_front_matter(read_document(target, _max_bytes(settings)).decode("utf-8-sig"))[1]
         except (OSError, UnicodeDecodeError) as exc:
             report.skipped.append((source, f"a rendering of {rendered}, which cannot be read ({exc})"))
             return None
     try:
-        return file_hash, chunk_document(body, source, title=path.stem, headings_from=original)
+        return file_hash, chunk_document(body, source, title=path.stem, headings_from=original, whole=bool(meta.get("kind")))
     except HeadingsDiffer as exc:
         report.skipped.append((source, f"a rendering of {rendered} whose headings differ from it: {exc}"))
         return None

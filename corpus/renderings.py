@@ -15,17 +15,24 @@ from collections.abc import Collection
 from pathlib import Path
 
 RENDERING = re.compile(r"(?:^|/)renderings/(?P<lang>[a-z]{2})/(?P<stem>[^/]+)\.md$")
+# A runbook in another language renders the English one: runbooks/zh/<kind>.md -> runbooks/en/<kind>.md.
+RUNBOOK = re.compile(r"(?:^|/)runbooks/(?P<lang>[a-z]{2})/(?P<stem>[^/]+)\.md$")
 ORIGINAL_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 
 
 def rendering_language(source: str) -> str | None:
-    """The language of a rendering's source name, None for any other document."""
-    match = RENDERING.search(source)
+    """The language of a rendering's (or a runbook's) source name, None for any other document."""
+    match = RENDERING.search(source) or RUNBOOK.search(source)
     return match.group("lang") if match else None
 
 
 def original_source(source: str, known: Collection[str]) -> str | None:
-    """The original a rendering (by its source name) renders, among the ``known`` sources."""
+    """The original a rendering (by its source name) renders, among the ``known`` sources: the seed beside a
+    ``renderings/<lang>/`` file, the English runbook of a ``runbooks/<lang>/`` one."""
+    if (runbook := RUNBOOK.search(source)) is not None:
+        english = f"{source[: runbook.start()]}/runbooks/en/{runbook.group('stem')}.md".lstrip("/")
+        english = english if source[: runbook.start()] or not source.startswith("/") else "/" + english
+        return english if runbook.group("lang") != "en" and english in known else None
     match = RENDERING.search(source)
     if match is None:
         return None
@@ -40,3 +47,8 @@ def original_source(source: str, known: Collection[str]) -> str | None:
 def original_path(path: Path, rendering_of: str) -> Path:
     """The original file of a rendering file (``<folder>/renderings/<lang>/x.md`` -> ``<folder>/<rendering_of>``)."""
     return path.parent.parent.parent / Path(rendering_of).name
+
+
+def english_runbook(path: Path) -> Path:
+    """The English runbook a runbook in another language renders (``runbooks/zh/x.md`` -> ``runbooks/en/x.md``)."""
+    return path.parent.parent / "en" / path.name

@@ -27,11 +27,15 @@ from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
 from corpus.families import Recognition, recognise
 from corpus.lexical import tokenize
-from corpus.renderings import original_source, rendering_language
+from corpus.renderings import RENDERING, RUNBOOK, original_source, rendering_language
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
 
 Mode = Literal["hybrid", "bm25", "dense"]
+# Which chunks a search ranks: traindoc's runbooks and the other documents are searched apart, so the documents'
+# sections are ranked and judged as they would be without runbooks beside them (agent.lead picks the runbook).
+Among = Literal["all", "documents", "originals", "runbooks"]
+NEAREST = 60  # chunks the dense index returns, among those a search ranks
 MAX_QUERY_CHARS = 6000
 CHECKED = 3  # sections whose answerability is checked, best first
 QUOTED = 0.5  # share of a section's quoted error message the question must contain, where a quote is required
@@ -133,6 +137,12 @@ class Retriever:
         self._texts: dict[tuple[str, str], list[StoredChunk]] = {}
         for chunk in snapshot.chunks:
             self._texts.setdefault((self._logical[chunk.source], chunk.section), []).append(chunk)
+        runbook = np.array([RUNBOOK.search(c.source) is not None for c in snapshot.chunks], dtype=bool)
+        rendering = np.array([RENDERING.search(c.source) is not None for c in snapshot.chunks], dtype=bool)
+        self._among = {"all": np.ones(len(runbook), dtype=np.float32), "runbooks": runbook.astype(np.float32),
+                       "documents": (~runbook).astype(np.float32),
+                       "originals": (~runbook & ~rendering).astype(np.float32)}
+        self._last_query: tuple[str, np.ndarray] | None = None
         self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
                                      for c in snapshot.chunks], dtype=np.int32)
 
@@ -144,10 +154,12 @@ class Retriever:
         mode: Mode = "hybrid",
         boost_text: str = "",
         require_quote: bool = False,
+        among: Among = "all",
     ) -> RetrievalResult:
         """``require_quote``: only a section that quotes the question's error answers (an uncatalogued exception
         from a job's logs: sharing its generic words is no answer)."""
         query = query[:MAX_QUERY_CHARS] if len(query) <= MAX_QUERY_CHARS else _head_and_errors(query)
+        keep = self._among[among]  # 1.0 for the chunks searched, 0.0 for the others
         size = len(self.snapshot.chunks)
         if size == 0:
             return RetrievalResult([], True)
@@ -159,17 +171,17 @@ class Retriever:
 
         signals: dict[str, np.ndarray] = {}
         if mode in ("hybrid", "bm25"):
-            signals["lexical"] = _scaled(self.snapshot.bm25.scores(query_tokens))
+            signals["lexical"] = _scaled(self.snapshot.bm25.scores(query_tokens) * keep)
         if mode == "hybrid":
-            signals["heading"] = _scaled(self.snapshot.heading_bm25.scores(query_tokens))
-            signals["error"] = self._error_match(errors or [query])
+            signals["heading"] = _scaled(self.snapshot.heading_bm25.scores(query_tokens) * keep)
+            signals["error"] = self._error_match(errors or [query]) * keep
         cosine = None
         if mode in ("hybrid", "dense") and self._dense is not None and self._embedder is not None:
-            cosine = self._cosines(query, errors, size)
+            cosine = self._cosines(query, errors, size, skipped=size - int(keep.sum())) * keep
             floor = self.weights.dense_floor
             signals["dense"] = np.clip((cosine - floor) / (1 - floor), 0, 1) * (cosine > 0)
 
-        fused = self._fuse(signals, mode, size)
+        fused = self._fuse(signals, mode, size) * keep
         if mode == "hybrid":
             fused = fused * np.where(self.snapshot.boilerplate, self.weights.boilerplate, 1.0).astype(np.float32)
         recognition = recognise(query, errors)
@@ -179,7 +191,7 @@ class Retriever:
             fused = fused + self.weights.family * coverage
         if boost_text and mode == "hybrid":
             # Words of what a probe found on the machine: the sections about it move up.
-            fused = fused + self.weights.probe * _scaled(self.snapshot.bm25.scores(tokenize(boost_text)))
+            fused = fused + self.weights.probe * _scaled(self.snapshot.bm25.scores(tokenize(boost_text)) * keep)
         hits = self._best_per_section(fused, signals, k * 2 if recognition.names else k)
         if mode == "hybrid" and recognition.names:
             # A section about the recognised failure outranks one that only shares words with it.
@@ -189,6 +201,18 @@ class Retriever:
         if mode == "hybrid" and hits:
             self._decide(result, query, errors, signals, cosine, recognition, require_quote)
         return result
+
+    def _judged(self, chunk: StoredChunk) -> int:
+        """The chunk whose evidence decides whether a section answers: the original's text, not a rendering's (the
+        answerability model was fitted on the documents as written)."""
+        source = self._logical.get(chunk.source, chunk.source)
+        if source != chunk.source:
+            texts = self._texts.get((source, chunk.section), [])
+            original = next((c for c in texts if c.source == source and c.part == chunk.part),
+                            next((c for c in texts if c.source == source), None))
+            if original is not None:
+                return self._position[original.chunk_id]
+        return self._position[chunk.chunk_id]
 
     def shown(self, chunk: StoredChunk, lang: str) -> Shown:
         """How a hit is shown to an asker of ``lang``: the original document's name and heading, and the text of
@@ -205,7 +229,7 @@ class Retriever:
                 cosine: np.ndarray | None, recognition: Recognition, require_quote: bool = False) -> None:
         """Does the best section answer? When it does not but one of the next ones does, that one leads."""
         for hit in result.hits[:CHECKED]:
-            index = self._position[hit.chunk.chunk_id]
+            index = self._judged(hit.chunk)
             family, platform = recognition.evidence(self.snapshot.families, index)
             result.candidates.append(self._evidence(query, errors, index, signals, cosine, family, platform))
         decisions = [self.answerability.decide(found) for found in result.candidates]
@@ -255,15 +279,20 @@ class Retriever:
                 fused += weight * signals[name]
         return fused
 
-    def _cosines(self, query: str, errors: list[str], size: int) -> np.ndarray:
+    def _cosines(self, query: str, errors: list[str], size: int, skipped: int = 0) -> np.ndarray:
         """Per chunk: the cosine similarity to the question and its error lines (0 outside the nearest)."""
         assert self._dense is not None and self._embedder is not None
         # One text: a pasted log's error lines first (they carry its meaning), then the question. The encoder's
         # cost is per token, and two texts cost twice what this one does for the same cross-validated quality.
         text = "\n".join(errors)[:2000] + "\n" + query[:2000] if errors else query[:2000]
-        vector = embed_queries(self._embedder, [text])[0]  # type: ignore[arg-type]
+        if self._last_query is not None and self._last_query[0] == text:  # the same question, searched again
+            vector = self._last_query[1]
+        else:
+            vector = embed_queries(self._embedder, [text])[0]  # type: ignore[arg-type]
+            self._last_query = (text, vector)
         scores = np.zeros(size, dtype=np.float32)
-        for chunk_id, similarity in self._dense.nearest(vector, limit=min(60, size)):
+        # The nearest chunks among those searched: as many more as the search skips (runbooks, or documents).
+        for chunk_id, similarity in self._dense.nearest(vector, limit=min(NEAREST + skipped, size)):
             index = self._position.get(chunk_id)
             if index is not None:
                 scores[index] = similarity

@@ -8,15 +8,19 @@ from collections.abc import Callable, Sequence
 
 from common.language import Lang, say
 from common.textsafe import code_span
-from corpus.chunking import PATH_SEPARATOR, chunk_id_for
+from corpus.chunking import chunk_id_for
 from runbooks.catalog import Item, Runbook
 
 FixFilter = Callable[[Item], bool]
 
 
 def citation_section(book: Runbook) -> str:
-    """The indexed section a runbook is cited by: its 'Fixes in order' part."""
-    return book.title + PATH_SEPARATOR + book.heading("fixes")
+    """The section a runbook is indexed and cited as: the English runbook's title (a runbook in another language is
+    chunked under the English one's headings, corpus.renderings), so both languages are one section."""
+    from runbooks.catalog import runbooks
+
+    english = runbooks().get((book.kind, "en"))
+    return english.title if english is not None else book.title
 
 
 def citation_chunk_id(book: Runbook) -> str:
