@@ -40,7 +40,7 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
     if job is not None and job.root_cause is not None:
         root = job.root_cause
         lines = [*root.evidence, *job.search_lines]
-        book = for_category(root.category, lines) or (for_lines(lines) if root.category != "unknown" else None)
+        book = for_category(root.category, root.evidence[:1] + lines)
     if book is None:  # an error line's message first: an informational line a log also shows must not win
         book = for_lines(errors) or for_lines(text.splitlines())
     if book is not None:
@@ -75,7 +75,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
 
     notes = sorted({note for item in book.items.get("fixes", ()) if (note := harm(item)) is not None})
     return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, root.evidence, lang),
-                            keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes])
+                            keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
+                            evidence=[*root.evidence, *job.search_lines])
 
 
 __all__ = ["CHOSEN_CONFIDENCE", "Retrieved", "choose", "lead_with", "runbook_lead"]

@@ -12,6 +12,7 @@ from corpus.chunking import chunk_id_for
 from runbooks.catalog import Item, Runbook
 
 FixFilter = Callable[[Item], bool]
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
 
 
 def citation_section(book: Runbook) -> str:
@@ -38,10 +39,19 @@ def _job_facts(facts: Sequence[str], lang: Lang) -> list[str]:
     return [f"**{say('runbook_your_job', lang)}** " + "; ".join(facts), ""] if facts else []
 
 
+def quotes(item: Item, messages: Sequence[str], evidence: Sequence[str]) -> bool:
+    """A fix written for one of the runbook's messages (it quotes the message as inline code) that the job's log
+    shows."""
+    spans = [span for span in INLINE_CODE.findall(item.text)
+             if len(span) >= 8 and any(message in span for message in messages)]
+    return any(span in line for span in spans for line in evidence)
+
+
 def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[str] = (),
-                     keep_fix: FixFilter | None = None, notes: Sequence[str] = ()) -> str:
+                     keep_fix: FixFilter | None = None, notes: Sequence[str] = (), evidence: Sequence[str] = ()) -> str:
     """The runbook's part of an answer, cited as ``[n]``. ``keep_fix``: which fixes apply to this job (a fix
-    that would make the diagnosed cause worse leaves, with ``notes`` saying why)."""
+    that would make the diagnosed cause worse leaves, with ``notes`` saying why); ``evidence``: the job's lines
+    that show the cause (a fix written for the message they show comes first)."""
     parts = [f"### {say('likely_cause', lang, title=book.title, n=n)}", ""]
     meaning = book.parts.get("means", "").strip()
     if meaning:
@@ -53,6 +63,7 @@ def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[s
         for i, item in enumerate(checks, 1):
             parts.extend(_item_lines(f"{i}.", item, n, lang))
     fixes = [item for item in book.items.get("fixes", ()) if keep_fix is None or keep_fix(item)]
+    fixes.sort(key=lambda item: not quotes(item, book.messages, evidence))  # stable: the runbook's order otherwise
     if fixes:
         parts.extend([f"### {say('fixes', lang)}", ""])
         parts.extend(f"> {note}\n" for note in notes)
