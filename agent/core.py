@@ -17,6 +17,7 @@ from agent.answer import Answer, Citation
 from agent.compose import compose
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.facts import Facts
+from agent.presumptions import contradicted, gpu_archs
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import language_of, say
 from common.settings import Settings, contain_caches
@@ -220,6 +221,9 @@ class Troubleshooter:
         no_match, confidence = result.no_match, result.confidence
         if no_match:
             citations, nearest = [], citations[:3]
+        elif wrong := contradicted(citations, gpu_archs(self._machine_evidence(question, job, diagnosis))):
+            citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in wrong), 1)]
+            no_match = not citations  # a section written for another GPU is not the answer
         from agent.lead import Retrieved, choose, lead_with
 
         runbook = None
@@ -227,7 +231,7 @@ class Troubleshooter:
         if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
                              None if result.no_match else result.confidence)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
-            citations, nearest, no_match = lead_with(runbook, citations, lang), [], False
+            citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
         findings = []
         results: list[Any] = []
         if diagnosis is not None:
@@ -239,6 +243,16 @@ class Troubleshooter:
                      result.recognised, question.log_errors or result.error_lines, job,
                      question.bundle.name if question.bundle else "", timings, started,
                      confidence=confidence, nearest=nearest, runbook=runbook)
+
+    @staticmethod
+    def _machine_evidence(question: Question, job: JobDiagnosis | None, diagnosis: Any) -> list[str]:
+        """What shows this machine's GPU: the question, the logs' lines, what the probes found."""
+        texts = [question.text, question.log_head, *question.log_errors]
+        if job is not None and job.root_cause is not None:
+            texts += [*job.root_cause.evidence, *job.search_lines]
+        for result in getattr(diagnosis, "results", None) or []:
+            texts.append(f"{getattr(result, 'summary', '')}\n{getattr(result, 'evidence', '')}")
+        return texts
 
     def _compose(self, facts: Facts) -> Answer:
         """The offline answer: traindoc's own words (in the question's language) around the quoted sections."""

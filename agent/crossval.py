@@ -252,11 +252,11 @@ def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str)
     records = []
     for case in cases:
         text = Question(text=case["query"], id=case["id"], probes=False).search_text()
-        result = retriever.search(text, k=troubleshooter.settings.top_k, mode=mode)
+        result = retriever.search(text, k=troubleshooter.settings.top_k, mode=mode, among="documents")
         hits = list(result.hits)
         if result.promoted:  # the order retrieval ranked them in, before the shipped model moved one up
             hits.insert(result.promoted, hits.pop(0))
-        cited = [(h.chunk.source, h.chunk.section) for h in hits]
+        cited = [(retriever.original(h.chunk.source), h.chunk.section) for h in hits]
         rank = first_hit(case, cited) if case["gold"] else None
         records.append(Record(str(case["id"]), bool(case["gold"]), rank, tuple(result.candidates), not hits,
                               str(case.get("lang", ""))))

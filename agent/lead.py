@@ -32,34 +32,37 @@ class Retrieved:
 def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lang, retrieved: Retrieved | None = None,
            documents: float | None = None) -> tuple[Runbook, float | None] | None:
     """(the runbook in ``lang``, the confidence that it answers) or None. The diagnosis decides first; then the
-    error lines' messages, then the question's; then the runbook retrieval found to answer, when no document
-    section answers (``documents``: the confidence that the best one does, None when none does) or it is at least
-    as sure of the runbook: a runbook is checked against upstream and gives its fixes in order, so it leads a
-    document section that answers too (which stays cited)."""
+    error lines' messages, then the question's; then the runbook retrieval found to answer, when a document section
+    answers too (``documents``: the confidence that the best one does, None when none does) and retrieval is at
+    least as sure of the runbook: a runbook is checked against upstream and gives its fixes in order, so it leads
+    the section (which stays cited). Where no section answers, a runbook's likeness alone is not trusted: the
+    answerability model was fitted on the documents, and a runbook's broad words read like many questions."""
     book = None
     if job is not None and job.root_cause is not None:
         root = job.root_cause
         lines = [*root.evidence, *job.search_lines]
         book = for_category(root.category, root.evidence[:1] + lines)
-    if book is None:  # an error line's message first: an informational line a log also shows must not win
+        if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
+            return None
+    else:  # an error line's message first: an informational line a log also shows must not win
         book = for_lines(errors) or for_lines(text.splitlines())
     if book is not None:
         chosen = in_language(book.kind, lang)
         return (chosen, CHOSEN_CONFIDENCE) if chosen is not None else None
     if retrieved is None or (kind := kind_of_source(retrieved.source)) is None:
         return None
-    if documents is not None and (retrieved.confidence or 0.0) < documents:
-        return None
+    if documents is None or (retrieved.confidence or 0.0) < documents:
+        return None  # a runbook that only reads alike is trusted where a document section answers too
     chosen = in_language(kind, lang)
     return (chosen, retrieved.confidence) if chosen is not None else None
 
 
-def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang) -> list[Citation]:
-    """The runbook as [1], then the documents' sections retrieval found, renumbered."""
+def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:
+    """The runbook as [1], then the documents' sections retrieval found, renumbered: ``limit`` citations in all."""
     text = runbook_markdown(book, 1, lang)
     first = Citation(n=1, source=book.source, section=citation_section(book), chunk_id=citation_chunk_id(book),
-                     score=1.0, text=text, title=book.title)
-    return [first, *(replace(c, n=i) for i, c in enumerate(citations, 2))]
+                     score=max([1.0, *(c.score for c in citations)]), text=text, title=book.title)
+    return [first, *(replace(c, n=i) for i, c in enumerate(citations[: max(limit - 1, 0)], 2))]
 
 
 def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
@@ -74,7 +77,9 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
         return next((note for pattern, note in rules if pattern.search(text)), None)
 
     notes = sorted({note for item in book.items.get("fixes", ()) if (note := harm(item)) is not None})
-    return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, root.evidence, lang),
+    # The line that names the cause: the one showing the runbook's message, else the error itself.
+    naming = [line for line in root.evidence if any(message in line for message in book.messages)] or root.evidence
+    return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang),
                             keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
                             evidence=[*root.evidence, *job.search_lines])
 

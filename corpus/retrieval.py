@@ -26,7 +26,7 @@ from corpus.answerability import AnswerabilityModel, Evidence, evidence, model_f
 from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
 from corpus.families import Recognition, recognise
-from corpus.lexical import tokenize
+from corpus.lexical import BM25Index, tokenize
 from corpus.renderings import RENDERING, RUNBOOK, original_source, rendering_language
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
@@ -142,6 +142,10 @@ class Retriever:
         self._among = {"all": np.ones(len(runbook), dtype=np.float32), "runbooks": runbook.astype(np.float32),
                        "documents": (~runbook).astype(np.float32),
                        "originals": (~runbook & ~rendering).astype(np.float32)}
+        # Whether a section answers weighs the question's words the knowledge searched never uses: the documents as
+        # written (their renderings repeat them) or the runbooks, each its own vocabulary (_vocabulary).
+        self._judged_among = {"all": "all", "documents": "documents", "originals": "originals", "runbooks": "runbooks"}
+        self._vocabularies: dict[str, BM25Index] = {}
         self._last_query: tuple[str, np.ndarray] | None = None
         self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
                                      for c in snapshot.chunks], dtype=np.int32)
@@ -199,8 +203,23 @@ class Retriever:
             hits = hits[:k]
         result = RetrievalResult(hits, not hits, errors, extra, recognition.names)
         if mode == "hybrid" and hits:
-            self._decide(result, query, errors, signals, cosine, recognition, require_quote)
+            self._decide(result, query, errors, signals, cosine, recognition, require_quote, among)
         return result
+
+    def _vocabulary(self, among: Among) -> BM25Index:
+        """The BM25 statistics of the chunks ``among`` is judged against (built once, when first needed)."""
+        name = self._judged_among[among]
+        mask = self._among[name]
+        if name == "all" or bool(mask.all()):
+            return self.snapshot.bm25
+        if name not in self._vocabularies:
+            chunks = [c for c, kept in zip(self.snapshot.chunks, mask, strict=True) if kept]
+            self._vocabularies[name] = BM25Index(tokenize(f"{c.section}\n{c.text}") for c in chunks)
+        return self._vocabularies[name]
+
+    def original(self, source: str) -> str:
+        """The document a chunk's source stands for: a rendering's original, any other source itself."""
+        return self._logical.get(source, source)
 
     def _judged(self, chunk: StoredChunk) -> int:
         """The chunk whose evidence decides whether a section answers: the original's text, not a rendering's (the
@@ -226,12 +245,13 @@ class Retriever:
         return Shown(source, best, rendering_language(best.source))
 
     def _decide(self, result: RetrievalResult, query: str, errors: list[str], signals: dict[str, np.ndarray],
-                cosine: np.ndarray | None, recognition: Recognition, require_quote: bool = False) -> None:
+                cosine: np.ndarray | None, recognition: Recognition, require_quote: bool = False,
+                among: Among = "all") -> None:
         """Does the best section answer? When it does not but one of the next ones does, that one leads."""
         for hit in result.hits[:CHECKED]:
             index = self._judged(hit.chunk)
             family, platform = recognition.evidence(self.snapshot.families, index)
-            result.candidates.append(self._evidence(query, errors, index, signals, cosine, family, platform))
+            result.candidates.append(self._evidence(query, errors, index, signals, cosine, family, platform, among))
         decisions = [self.answerability.decide(found) for found in result.candidates]
         if require_quote:
             decisions = [(answers, p) if found.quoted_error >= QUOTED else (False, min(p, found.quoted_error))
@@ -245,7 +265,7 @@ class Retriever:
         result.promoted, result.confidence, result.evidence = rank, decisions[rank][1], result.candidates[rank]
 
     def _evidence(self, query: str, errors: list[str], top: int, signals: dict[str, np.ndarray],
-                  cosine: np.ndarray | None, family: float, platform: float) -> Evidence:
+                  cosine: np.ndarray | None, family: float, platform: float, among: Among = "all") -> Evidence:
         chunk = self.snapshot.chunks[top]
         others: list[float] = []
         if cosine is not None:
@@ -258,7 +278,7 @@ class Retriever:
             others = list(best.values())
         ranks = [self._section_rank(signals[name], top) for name in ("lexical", "heading", "dense") if name in signals]
         return evidence(
-            question=query, errors=errors, section_text=f"{chunk.section}\n{chunk.text}", bm25=self.snapshot.bm25,
+            question=query, errors=errors, section_text=f"{chunk.section}\n{chunk.text}", bm25=self._vocabulary(among),
             quoted_error=float(signals["error"][top]) if "error" in signals else 0.0,
             dense=float(cosine[top]) if cosine is not None else 0.0, dense_others=others, ranks=ranks, family=family,
             platform=platform,

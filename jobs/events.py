@@ -34,6 +34,9 @@ WHAT = re.compile(r"^(?:terminate called after throwing an instance of '[\w:]+'\
 C10_RANK = re.compile(r"\bRank (?P<rank>\d+)\]")
 PROCESS_PID = re.compile(r"(?:Sending process|PID|pid:?) (?P<pid>\d+)")
 COLLECTIVE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
+DETAIL_LINES = 4  # lines an error message may continue on
+# Errors whose message names its cause on the lines after it: NCCL's ("invalid usage ... Last error: <cause>").
+CONTINUED = re.compile(r"NCCL error|nccl\w*Error|invalid usage|unhandled system error|internal error")
 RICH_BOX = ("│", "╭", "╰")  # rich.traceback draws frames in a box; the exception follows below it
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 COLLECTIVE_CALLS = ("barrier", "all_reduce", "allreduce", "all_gather", "broadcast", "reduce_scatter", "reduce",
@@ -58,6 +61,7 @@ class Event:
     source: str = ""
     local_rank: int | None = None  # torchrun's tee prefix ([default1]:) names the local rank
     line_zh: str = ""  # ``line`` in Chinese, where traindoc wrote it (an exit code explained), not the log
+    detail: list[str] = field(default_factory=list)  # the lines the error message continues on (NCCL's "Last error:")
 
 
 @dataclass
@@ -123,6 +127,7 @@ class EventCollector:
         self._order = 0
         self._locals: set[tuple[str | None, int]] = set()
         self._last_time: dict[tuple[str, int | None, int | None], datetime] = {}
+        self._continued: dict[tuple[str, int | None, int | None], Event] = {}  # an error whose message may go on
 
     def feed(self, line: LogLine) -> None:
         self._order += 1
@@ -141,6 +146,8 @@ class EventCollector:
             job.last_line = text.strip()
         if line.time is not None:
             self._last_time[self._stream(line)] = line.time
+        if self._continued and self._continues(line):
+            return
         if not worth_reading(text) and not self._tracebacks and not self._in_summary:
             return
         if text.lstrip().startswith(RICH_BOX):  # rich's traceback box quotes source code, not what happened
@@ -171,6 +178,21 @@ class EventCollector:
             self._add(line, WHAT.sub("", text.strip()), [], found_kind=found.kind)
 
     # -- pieces ------------------------------------------------------------------------------------
+    def _continues(self, line: LogLine) -> bool:
+        """A line the last error of its stream goes on with (NCCL's ``ncclInvalidUsage: ...``, ``Last error:``,
+        then the line naming the cause): kept with that error, up to DETAIL_LINES of them."""
+        key = self._stream(line)
+        event = self._continued.get(key)
+        text = line.text.strip()
+        if event is None:
+            return False
+        if (not text or line.time is not None or TRACEBACK.match(line.text) or FRAME.match(line.text)
+                or len(event.detail) >= DETAIL_LINES):  # a line with its own time is a message of its own
+            del self._continued[key]
+            return False
+        event.detail.append(text[:300])
+        return True
+
     def _learn(self, line: LogLine) -> None:
         job = self.job
         if match := NCCL_RANK.search(line.text):
@@ -275,6 +297,8 @@ class EventCollector:
             call=collective_call(frames), frames=[f"{f} ({p.rsplit('/', 1)[-1]}:{n})" for p, n, f in frames[-6:]],
             source=line.source, local_rank=line.local_rank,
         ))
+        if kind == "root" and CONTINUED.search(text):
+            self._continued[self._stream(line)] = self.job.events[-1]
 
     def _global_ranks(self) -> None:
         """Local ranks become global ones: from the failure summary's "rank R (local_rank L)" on each host,

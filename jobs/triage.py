@@ -128,7 +128,11 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     every = len(ranks_with_it) >= 2 and ranks_with_it >= world
     rank = None if every else chosen.rank
     symptoms = consequences_of(events, chosen)
-    evidence = [chosen.line] + [f for f in chosen.frames[-3:]]
+    # The line that names the cause, where the error itself does not: what its message continues with (NCCL's
+    # "Last error: Bootstrap : no socket interface found"), and NCCL's warnings on the same rank just before it.
+    warned = [e.line for e in same_rank if "NCCL WARN" in e.line and 0 < chosen.order - e.order < 200][-2:]
+    naming = list(dict.fromkeys([*chosen.detail, *warned]))
+    evidence = [chosen.line] + [f for f in chosen.frames[-3:]] + naming
     root = RootCause(
         category=chosen.category, rank=rank, summary=_root_summary(chosen, every), host=chosen.host,
         evidence=evidence, where=chosen.where, confidence=_confidence(chosen, roots),
@@ -136,7 +140,7 @@ def _from_root(job: JobEvents, roots: list[Event], events: list[Event]) -> JobDi
     return JobDiagnosis(
         kind="log", root_cause=root, symptoms=symptoms, timeline=timeline(events), ranks=sorted(world),
         why_consequences=why(chosen, rank, symptoms), collective=collective_of(job),
-        search_lines=[chosen.line], next_evidence=list(CHECKS.get(chosen.category, [])),
+        search_lines=[chosen.line, *naming], next_evidence=list(CHECKS.get(chosen.category, [])),
         wording={"zh": symptoms_in_chinese(events, chosen, rank) | {"root": wording.root_summary(chosen, every, _raised(chosen))}
                  | ({"next": "\n".join(wording.CHECKS[chosen.category])} if chosen.category in wording.CHECKS else {})},
     )

@@ -67,3 +67,22 @@ def chunks_embedded(report: str) -> int:
     match = re.search(r"(\d+) chunks embedded", report)
     assert match, f"no summary line in: {report!r}"
     return int(match.group(1))
+
+
+def builtin_corpus() -> tuple[int, int]:
+    """(files, chunks) of the built-in corpus (seeds, renderings, runbooks), as `traindoc index` reads it."""
+    from common.settings import BUILTIN_DIR, Settings
+    from corpus.indexer import discover, document_chunks
+
+    return len(discover([BUILTIN_DIR])), len(document_chunks([BUILTIN_DIR], Settings()))
+
+
+def runbook_of(citations: list[dict]) -> str | None:
+    """The kind of the runbook cited first, when one leads the answer (corpus/runbooks/<lang>/<kind>.md)."""
+    match = re.search(r"runbooks/[a-z]{2}/([\w-]+)\.md$", citations[0]["source"]) if citations else None
+    return match.group(1) if match else None
+
+
+def documents(citations: list[dict]) -> list[dict]:
+    """The cited sections of documents (seeds, user runbooks), traindoc's own runbooks left out."""
+    return [c for c in citations if "/runbooks/en/" not in c["source"] and "/runbooks/zh/" not in c["source"]]

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from clikit import chunk_total, chunks_embedded
+from clikit import builtin_corpus, chunk_total, chunks_embedded
 
 from corpus.chunking import chunk_document
 
+FILES = builtin_corpus()[0]  # seeds, their renderings and the runbooks
 MINILM = "all-MiniLM-L6-v2"
 
 
@@ -25,13 +26,13 @@ def _chunks_in(path: Path) -> int:
 
 def test_first_build_embeds_everything_and_a_second_run_embeds_nothing(shared_index, index_copy, cli):
     first = (shared_index / "build-report.txt").read_text(encoding="utf-8")
-    assert "5 added" in first
+    assert f"{FILES} added" in first
     total = chunk_total(first)
     assert total > 20
     assert chunks_embedded(first) == total
 
     second = _ok(cli("traindoc", "index"))
-    assert "0 added, 0 updated, 0 removed, 5 unchanged" in second
+    assert f"0 added, 0 updated, 0 removed, {FILES} unchanged" in second
     assert chunks_embedded(second) == 0
     assert chunk_total(second) == total
 
@@ -48,20 +49,20 @@ def test_changed_file_is_reembedded_alone_and_deleted_file_leaves(index_copy, tm
     base = chunk_total((index_copy / "build-report.txt").read_text(encoding="utf-8"))
 
     added = _ok(cli("traindoc", "index"))
-    assert "2 added, 0 updated, 0 removed, 5 unchanged" in added
+    assert f"2 added, 0 updated, 0 removed, {FILES} unchanged" in added
     assert chunks_embedded(added) == _chunks_in(alpha) + _chunks_in(beta) == 3
     assert chunk_total(added) == base + 3
 
     alpha.write_text(alpha.read_text(encoding="utf-8") + "\n## Inode limit\n\nToo many small files.\n",
                      encoding="utf-8")
     changed = _ok(cli("traindoc", "index"))
-    assert "0 added, 1 updated, 0 removed, 6 unchanged" in changed
+    assert f"0 added, 1 updated, 0 removed, {FILES + 1} unchanged" in changed
     assert chunks_embedded(changed) == _chunks_in(alpha) == 2
     assert chunk_total(changed) == base + 4
 
     beta.unlink()
     removed = _ok(cli("traindoc", "index"))
-    assert "0 added, 0 updated, 1 removed, 6 unchanged" in removed
+    assert f"0 added, 0 updated, 1 removed, {FILES + 1} unchanged" in removed
     assert chunks_embedded(removed) == 0
     assert chunk_total(removed) == base + 2
 
@@ -110,7 +111,7 @@ def test_user_runbooks_become_answerable_and_stay_indexed(index_copy, tmp_path, 
     base = chunk_total((index_copy / "build-report.txt").read_text(encoding="utf-8"))
 
     added = _ok(cli("traindoc", "index", str(extra)))
-    assert "3 added, 0 updated, 0 removed, 5 unchanged" in added
+    assert f"3 added, 0 updated, 0 removed, {FILES} unchanged" in added
     assert chunk_total(added) == base + chunks_embedded(added)
 
     name, question = RUNBOOK_QUESTIONS[0]
@@ -127,7 +128,7 @@ def test_user_runbooks_become_answerable_and_stay_indexed(index_copy, tmp_path, 
         assert answer["citations"][0]["source"].endswith(answer["id"]), answer["citations"]
 
     again = _ok(cli("traindoc", "index"))  # roots passed once are remembered
-    assert "0 added, 0 updated, 0 removed, 8 unchanged" in again
+    assert f"0 added, 0 updated, 0 removed, {FILES + 3} unchanged" in again
     assert chunk_total(again) == chunk_total(added)
 
 
@@ -162,7 +163,7 @@ def test_embedding_model_mismatch_is_named_and_index_rebuilds(index_copy, cli, m
     assert "traindoc index" in lines[0]
 
     rebuilt = _ok(cli("traindoc", "index"))
-    assert "5 added" in rebuilt
+    assert f"{FILES} added" in rebuilt
     assert chunks_embedded(rebuilt) == chunk_total(rebuilt) > 0
 
     answer = json.loads(_ok(cli("ask", "--json", "--no-probes", "NCCL timeout in all_reduce")))

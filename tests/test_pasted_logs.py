@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clikit import CliRunner
+from clikit import CliRunner, documents, runbook_of
 
 GPU_REAL = Path(__file__).parent / "jobs" / "data" / "gpu-real"
 pytestmark = pytest.mark.usefixtures("use_shared_index")
@@ -27,7 +27,8 @@ def test_a_pasted_cascade_names_the_rank_that_failed_first(cli: CliRunner) -> No
     root = answer["diagnosis"]["root_cause"]
     assert (root["category"], root["rank"]) == ("oom", 2), root
     assert any("OutOfMemoryError" in line for line in root["evidence"]), root
-    assert "显存" in answer["citations"][0]["section"], answer["citations"][:2]  # the OOM section, not the timeout one
+    assert runbook_of(answer["citations"]) == "cuda_oom", answer["citations"][:2]  # the OOM runbook, not the timeout one
+    assert "显存" in documents(answer["citations"])[0]["section"], answer["citations"][:3]  # then the OOM section
 
 
 def test_a_pasted_timeout_of_one_rank_asks_for_every_ranks_log(cli: CliRunner) -> None:
@@ -40,9 +41,11 @@ def test_a_pasted_timeout_of_one_rank_asks_for_every_ranks_log(cli: CliRunner) -
     assert "every rank" not in diagnosis["root_cause"]["summary"]  # the paste shows one rank alone
     assert diagnosis["next_evidence"][0].startswith("every rank's log"), diagnosis["next_evidence"]
     assert not answer["no_match"]  # retrieval is as before: the timeout sections
-    fixes = answer["answer"].split("### Fixes", 1)[1]
-    first_fix = fixes.split("**2.**", 1)[0]
-    assert "NCCL_TIMEOUT" not in first_fix and "NCCL_TIMEOUT" in fixes  # a longer timeout comes last, not first
+    assert runbook_of(answer["citations"]) == "collective_timeout"  # no cause named yet: find the rank first
+    fixes = answer["answer"].split("### Fixes", 1)[1].split("### What not to do", 1)[0]
+    first_fix = fixes.split("\n2. ", 1)[0]
+    assert "timeout=" not in first_fix and "timeout=" in fixes  # a longer timeout comes later, not first
+    assert "NCCL_TIMEOUT" not in fixes  # and never as the variable nothing reads
 
 
 @pytest.mark.parametrize("question", [

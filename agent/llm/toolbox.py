@@ -78,14 +78,19 @@ class Toolbox:
     # -- tools ------------------------------------------------------------------
     def search_docs(self, query: str) -> str:
         def work() -> str:
-            result = self.retriever.search(query, k=self.top_k)
-            if result.no_match or not result.hits:
+            # The documents and traindoc's runbooks are searched apart (as ask() does): the best runbook that
+            # answers, then the documents' sections.
+            result = self.retriever.search(query, k=self.top_k, among="documents")
+            runbook = self.retriever.search(query, k=1, among="runbooks")
+            hits = ([] if runbook.no_match else runbook.hits[:1]) + ([] if result.no_match else result.hits)
+            if not hits:
                 return "NO MATCH: the troubleshooting documents do not cover this. Say so; do not guess."
             blocks = []
-            for hit in result.hits:
+            for hit in hits:
                 self.chunks.setdefault(hit.chunk.chunk_id, hit)
                 text = corrected_quote(hit.chunk.text[:900], f"{hit.chunk.section}\n{query}")  # never stale advice
-                blocks.append(f"[doc:{hit.chunk.chunk_id}] {Path(hit.chunk.source).name} › {hit.chunk.section}\n{text}")
+                name = Path(self.retriever.original(hit.chunk.source)).name
+                blocks.append(f"[doc:{hit.chunk.chunk_id}] {name} › {hit.chunk.section}\n{text}")
             return "\n\n".join(blocks)
 
         return self._call("search_docs", {"query": query}, work)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from clikit import CliRunner
+from clikit import CliRunner, documents, runbook_of
 
 from corpus.families import detect
 
@@ -27,7 +27,8 @@ def test_a_rendezvous_timeout_on_one_node_is_answered(cli: CliRunner) -> None:
     result = cli("ask", "--json", "--no-probes",
                  "torchrun fails with RendezvousTimeoutError on the second machine, the first one waits")
     answer = json.loads(result.stdout)
-    sections = [c["section"] for c in answer["citations"][:3]]
     assert not answer["no_match"], answer.get("confidence")
+    assert runbook_of(answer["citations"]) == "rendezvous", answer["citations"][:1]  # traindoc's runbook leads
+    sections = [c["section"] for c in documents(answer["citations"])[:3]]  # then the documents' sections
     distributed = ("多节点训练失败", "分布式初始化进程卡住", "网络超时", "DDP (分布式)")  # ranks that cannot meet
     assert any(topic in sections[0] for topic in distributed), sections

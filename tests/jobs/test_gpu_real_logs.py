@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from clikit import CliRunner
+from clikit import CliRunner, documents, runbook_of
 
 from jobs.diagnosis import JobDiagnosis
 from jobs.triage import triage_paths
@@ -122,4 +122,5 @@ def test_a_collective_fingerprint_mismatch_is_answered_not_refused(cli: CliRunne
     log = str(_paths("shape_mismatch_detail", "console")[0])
     answer = json.loads(cli("ask", "--json", "--no-probes", "--log", log, QUESTION).stdout)
     assert answer["diagnosis"]["root_cause"]["category"] == "collective_mismatch"
-    assert not answer["no_match"] and "DDP (分布式) 相关错误" in answer["citations"][0]["section"], answer["citations"]
+    assert not answer["no_match"] and runbook_of(answer["citations"]) == "collective_mismatch", answer["citations"]
+    assert "DDP (分布式) 相关错误" in documents(answer["citations"])[0]["section"], answer["citations"]

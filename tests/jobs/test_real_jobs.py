@@ -18,7 +18,7 @@ from typing import Literal
 
 import jobkit
 import pytest
-from clikit import CliRunner
+from clikit import CliRunner, documents, runbook_of
 
 Source = Literal["combined", "logdir", "files"]
 WORKER_SOURCES: tuple[Source, ...] = ("combined", "logdir", "files")
@@ -181,7 +181,7 @@ def test_cli_leads_with_the_root_cause(jobs: jobkit.JobPool, cli: CliRunner, job
     assert "Root cause" in plain.stdout, plain.stdout[:3000]
     before = plain.stdout.split("Root cause", 1)[0]
     assert not TIMEOUT_ADVICE.search(before), plain.stdout[:3000]
-    first_fix = re.search(r"(?ms)^\s*Fixes\s*$(.*?)(?=^\s*2\. |\Z)", plain.stdout)
+    first_fix = re.search(r"(?ms)^\s*Fixes\s*$(.*?)(?=^\s*2\.? |^\s*What not to do\s*$|\Z)", plain.stdout)
     assert not (first_fix and TIMEOUT_ADVICE.search(first_fix.group(1))), plain.stdout[:5000]
 
 
@@ -199,8 +199,9 @@ def test_a_coordination_failure_is_answered_by_the_section_on_ranks_apart(jobs: 
     result = cli("ask", "--json", "--no-probes", "--log", str(_job(jobs, job).combined), "why did my job fail?")
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
-    sections = [c["section"] for c in answer["citations"]]
     assert not answer["no_match"], _show(answer["diagnosis"])
+    assert runbook_of(answer["citations"]) == ("collective_mismatch" if first else "straggler"), answer["citations"]
+    sections = [c["section"] for c in documents(answer["citations"])]  # then the documents, as retrieval ranked them
     assert any(RANKS_APART in s for s in (sections[:1] if first else sections[:3])), sections
 
 

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from clikit import ROOT
 
 GPU = ROOT / "tests" / "jobs" / "data" / "gpu-real"
@@ -102,3 +101,21 @@ def test_a_section_and_its_rendering_are_one_citation(use_shared_index, cli):
     keys = [(c["source"], c["section"]) for c in answer["citations"]]
     assert len(keys) == len(set(keys)), keys
     assert not any("/renderings/" in c["source"] for c in answer["citations"])
+
+
+def test_the_line_that_names_the_cause_picks_the_runbook(use_shared_index, cli, tmp_path):
+    """NCCL's `invalid usage` says nothing by itself; the `Last error:` line under it names the cause. The real
+    H100 log names two ranks on one GPU; the same log naming no usable interface (NCCL_SOCKET_IFNAME=ib0 on a
+    machine without ib0) is an interface problem, and neither is answered with another GPU's advice."""
+    real = (GPU / "nccl_duplicate_gpu" / "console.log").read_text(encoding="utf-8")
+    answer = _ask(cli, "--log", str(GPU / "nccl_duplicate_gpu" / "console.log"), "why did my training job fail?")
+    assert answer["citations"][0]["source"] == "corpus/runbooks/en/duplicate_gpu.md"
+    assert "Duplicate GPU detected" in answer["answer"].split("### Checks", 1)[0]  # quoted where the fixes start
+    interface = re.sub(r"(?m)(NCCL WARN |\]: )Duplicate GPU detected : rank \d and rank \d both on CUDA device \d+",
+                       r"\1Bootstrap : no socket interface found", real)
+    assert interface != real and "Duplicate GPU" not in interface
+    log = tmp_path / "console.log"
+    log.write_text(interface, encoding="utf-8")
+    answer = _ask(cli, "--log", str(log), "why did my training job fail?")
+    assert answer["citations"][0]["source"] == "corpus/runbooks/en/nccl_interface.md", answer["citations"][:2]
+    assert "Blackwell" not in answer["answer"] and "sm_120" not in answer["answer"]

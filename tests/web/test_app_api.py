@@ -26,7 +26,9 @@ def test_ask_returns_the_answer_json_with_citations(client) -> None:
     assert answer["no_match"] is False and answer["backend"] == "offline"
     citations = answer["citations"]
     assert citations and [c["n"] for c in citations] == list(range(1, len(citations) + 1))
-    assert citations[0]["source"].startswith("corpus/002_") and "NCCL" in citations[0]["section"]
+    assert citations[0]["source"] == "corpus/runbooks/en/collective_timeout.md"  # the runbook leads, in English
+    assert citations[1]["source"].startswith("corpus/002_") and "NCCL" in citations[1]["section"]
+    assert citations[1]["lang"] == "en"  # the seed section, shown in English, cited as the original
     assert "[1]" in answer["answer"]
     assert {"probe", "status", "code", "summary"} <= set(answer["findings"][0])
 
