@@ -47,6 +47,16 @@ def quotes(item: Item, messages: Sequence[str], evidence: Sequence[str]) -> bool
     return any(span in line for span in spans for line in evidence)
 
 
+def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: Sequence[str]) -> list[Item]:
+    """The fixes in the runbook's order, those written for the message the log shows first; when the log shows one
+    of the runbook's messages, the fixes written for its other messages (another failure of the family: error 802
+    for an `invalid device ordinal`) leave."""
+    shown = [item for item in fixes if quotes(item, messages, evidence)]
+    if not shown:
+        return list(fixes)
+    return shown + [item for item in fixes if not quotes(item, messages, [*messages]) and item not in shown]
+
+
 def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[str] = (),
                      keep_fix: FixFilter | None = None, notes: Sequence[str] = (), evidence: Sequence[str] = ()) -> str:
     """The runbook's part of an answer, cited as ``[n]``. ``keep_fix``: which fixes apply to this job (a fix
@@ -63,7 +73,7 @@ def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[s
         for i, item in enumerate(checks, 1):
             parts.extend(_item_lines(f"{i}.", item, n, lang))
     fixes = [item for item in book.items.get("fixes", ()) if keep_fix is None or keep_fix(item)]
-    fixes.sort(key=lambda item: not quotes(item, book.messages, evidence))  # stable: the runbook's order otherwise
+    fixes = for_this_message(fixes, book.messages, evidence)
     if fixes:
         parts.extend([f"### {say('fixes', lang)}", ""])
         parts.extend(f"> {note}\n" for note in notes)
