@@ -7,13 +7,16 @@ from typing import Any
 
 import yaml
 
+MAX_FRONT_MATTER = 16384  # characters: a longer opening block is the document's text, never parsed as YAML
+
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """(front matter, body). Text without front matter, or whose front matter is not a YAML mapping, is all
-    body: a document is never refused for what its first lines look like."""
+    body: a document is never refused for what its first lines look like. Only the first MAX_FRONT_MATTER
+    characters can hold it (a document opening with ``---`` and no close is not parsed whole)."""
     if not text.startswith("---\n"):
         return {}, text
-    end = text.find("\n---\n", 4)
+    end = text.find("\n---\n", 4, MAX_FRONT_MATTER)
     if end < 0:
         return {}, text
     try:

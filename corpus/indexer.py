@@ -146,7 +146,8 @@ def _read_chunks(path: Path, source: str, settings: Settings, report: IndexRepor
     del raw
     meta, body = split_front_matter(text) if path.suffix.lower() in (".md", ".markdown") else ({}, text)
     original, rendered = None, meta.get("rendering_of")
-    if meta.get("kind") and meta.get("lang") not in (None, "en") and not isinstance(rendered, str):
+    if (meta.get("kind") and meta.get("lang") not in (None, "en") and not isinstance(rendered, str)
+            and english_runbook(path).is_file()):
         rendered = str(english_runbook(path))  # a runbook in another language renders the English one
     if isinstance(rendered, str):
         try:  # a rendering is chunked under its original's headings (corpus.renderings)
