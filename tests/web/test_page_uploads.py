@@ -28,7 +28,8 @@ def test_nccl_watchdog_log_cites_the_timeout_section(web_page, tmp_path: Path) -
     page.locator("#log", has_text="train").wait_for()
     ask(page, "")
     summaries = source_summaries(page)
-    assert "NCCL 超时" in summaries[0] or "网络超时" in summaries[0], summaries
+    assert "collective_timeout.md" in summaries[0], summaries  # nothing names a cause yet: find the rank first
+    assert any("NCCL 超时" in s or "网络超时" in s for s in summaries), summaries  # then the timeout sections
     assert "Watchdog caught collective operation timeout" in page.inner_text("#chat")
 
 
@@ -89,7 +90,8 @@ def _still_serving(page) -> None:
     page.reload()
     page.wait_for_selector("#question textarea")
     ask(page, "CUDA out of memory with ZeRO-3, what can I do?")
-    assert "显存" in source_summaries(page)[0] or "OOM" in source_summaries(page)[0]
+    first = source_summaries(page)[0]
+    assert "显存" in first or "OOM" in first or "out of memory" in first.lower(), first
 
 
 def test_over_limit_file_is_refused_by_the_handler_too(tmp_path: Path) -> None:
