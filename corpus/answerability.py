@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus.lexical import BM25Index, tokenize
+from corpus.lexical import DocumentStatistics, tokenize
 
 FEATURES = ("ident_oov", "word_oov", "unknown", "error_cover", "quoted_error", "dense", "dense_margin", "agreement",
             "family", "platform")
@@ -81,14 +81,14 @@ def identifiers(text: str) -> list[str]:
     return list(found)
 
 
-def document_frequency(bm25: BM25Index, term: str) -> int:
+def document_frequency(bm25: DocumentStatistics, term: str) -> int:
     """How many chunks contain ``term`` (read back from BM25's idf, which is exact)."""
     if bm25.size == 0:
         return 0
     return max(0, round((bm25.size + 0.5) / math.expm1(bm25.idf(term)) - 0.5))
 
 
-def _known(bm25: BM25Index, identifier: str) -> bool:
+def _known(bm25: DocumentStatistics, identifier: str) -> bool:
     if document_frequency(bm25, identifier) > 0:
         return True
     # A qualified name counts when its last part is known (torch.cuda.OutOfMemoryError -> outofmemoryerror).
@@ -96,7 +96,7 @@ def _known(bm25: BM25Index, identifier: str) -> bool:
     return tail != identifier and len(tail) >= 4 and document_frequency(bm25, tail) > 0
 
 
-def _unknown_share(bm25: BM25Index, terms: Sequence[str]) -> float:
+def _unknown_share(bm25: DocumentStatistics, terms: Sequence[str]) -> float:
     """The idf-weighted share of ``terms`` no chunk contains. A term every section uses (pytorch, gpu)
     says little either way; one no section uses weighs the most."""
     if not terms:
@@ -106,7 +106,7 @@ def _unknown_share(bm25: BM25Index, terms: Sequence[str]) -> float:
     return float(weights[unknown].sum() / weights.sum()) if weights.sum() > 0 else 0.0
 
 
-def _known_form(bm25: BM25Index, term: str) -> str:
+def _known_form(bm25: DocumentStatistics, term: str) -> str:
     tail = re.split(r"\.|::", term)[-1]
     return tail if document_frequency(bm25, term) == 0 and tail != term and document_frequency(bm25, tail) > 0 else term
 
@@ -140,7 +140,7 @@ def evidence(
     question: str,
     errors: Sequence[str],
     section_text: str,
-    bm25: BM25Index,
+    bm25: DocumentStatistics,
     quoted_error: float,
     dense: float,
     dense_others: Sequence[float],

@@ -14,6 +14,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -107,3 +108,25 @@ class BM25Index:
             scores[posting.doc_ids] += weight * tf * (self.k1 + 1) / (tf + self._norm[posting.doc_ids])
         return scores
 
+
+class DocumentStatistics(Protocol):
+    """What evidence about a section needs of a knowledge base: how many documents, how rare a term is."""
+
+    size: int
+
+    def idf(self, term: str) -> float: ...
+
+
+class SubsetStatistics:
+    """A BM25 index's document statistics over some of its documents (``mask``), without indexing them again:
+    what a section's evidence weighs a word by when only part of the knowledge base is searched."""
+
+    def __init__(self, index: BM25Index, mask: np.ndarray) -> None:
+        self._index = index
+        self._mask = mask.astype(bool)
+        self.size = int(self._mask.sum())
+
+    def idf(self, term: str) -> float:
+        posting = self._index._postings.get(term)
+        df = 0 if posting is None else int(self._mask[posting.doc_ids].sum())
+        return math.log(1 + (self.size - df + 0.5) / (df + 0.5))

@@ -26,7 +26,7 @@ from corpus.answerability import AnswerabilityModel, Evidence, evidence, model_f
 from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
 from corpus.families import Recognition, recognise
-from corpus.lexical import BM25Index, tokenize
+from corpus.lexical import BM25Index, SubsetStatistics, tokenize
 from corpus.renderings import RENDERING, RUNBOOK, original_source, rendering_language
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
@@ -145,7 +145,7 @@ class Retriever:
         # Whether a section answers weighs the question's words the knowledge searched never uses: the documents as
         # written (their renderings repeat them) or the runbooks, each its own vocabulary (_vocabulary).
         self._judged_among = {"all": "all", "documents": "documents", "originals": "originals", "runbooks": "runbooks"}
-        self._vocabularies: dict[str, BM25Index] = {}
+        self._vocabularies: dict[str, SubsetStatistics] = {}
         self._last_query: tuple[str, np.ndarray] | None = None
         self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
                                      for c in snapshot.chunks], dtype=np.int32)
@@ -206,15 +206,14 @@ class Retriever:
             self._decide(result, query, errors, signals, cosine, recognition, require_quote, among)
         return result
 
-    def _vocabulary(self, among: Among) -> BM25Index:
-        """The BM25 statistics of the chunks ``among`` is judged against (built once, when first needed)."""
+    def _vocabulary(self, among: Among) -> BM25Index | SubsetStatistics:
+        """The document statistics of the chunks ``among`` is judged against."""
         name = self._judged_among[among]
         mask = self._among[name]
         if name == "all" or bool(mask.all()):
             return self.snapshot.bm25
         if name not in self._vocabularies:
-            chunks = [c for c, kept in zip(self.snapshot.chunks, mask, strict=True) if kept]
-            self._vocabularies[name] = BM25Index(tokenize(f"{c.section}\n{c.text}") for c in chunks)
+            self._vocabularies[name] = SubsetStatistics(self.snapshot.bm25, mask)
         return self._vocabularies[name]
 
     def original(self, source: str) -> str:

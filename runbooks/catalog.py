@@ -9,7 +9,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from datetime import date
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import yaml
@@ -52,8 +52,16 @@ class Runbook:
     checked: str
     sources: tuple[str, ...]
     path: Path
-    parts: dict[str, str] = field(default_factory=dict, hash=False, compare=False)  # part name -> markdown
-    items: dict[str, tuple[Item, ...]] = field(default_factory=dict, hash=False, compare=False)
+    body: str = field(default="", repr=False, hash=False, compare=False)  # the Markdown after the front matter
+
+    @cached_property
+    def parts(self) -> dict[str, str]:
+        """Part name (recognise, means, checks, fixes, avoid) -> its Markdown; read when first needed."""
+        return _parts(self.body, self.lang)
+
+    @cached_property
+    def items(self) -> dict[str, tuple[Item, ...]]:
+        return {name: _items(text) for name, text in self.parts.items() if name in ("checks", "fixes", "avoid")}
 
     @property
     def source(self) -> str:
@@ -118,13 +126,11 @@ def read_runbook(path: Path) -> Runbook:
     lang = str(meta["lang"])
     if lang not in LANGS:
         raise ValueError(f"{path}: lang {lang!r} is not one of {', '.join(LANGS)}")
-    parts = _parts(body, lang)
     return Runbook(
         kind=str(meta["kind"]), lang=lang, title=str(meta["title"]), description=str(meta["description"]),
         triage=tuple(str(t) for t in meta["triage"] or ()), messages=tuple(str(m) for m in meta["messages"] or ()),
         applies_to=str(meta["applies_to"]), checked=str(meta["checked"]),
-        sources=tuple(str(s) for s in meta["sources"] or ()), path=path, parts=parts,
-        items={name: _items(text) for name, text in parts.items() if name in ("checks", "fixes", "avoid")},
+        sources=tuple(str(s) for s in meta["sources"] or ()), path=path, body=body,
     )
 
 

@@ -68,3 +68,17 @@ def test_bm25_unknown_terms_score_zero_and_rare_terms_weigh_more():
     index = BM25Index([tokenize(d) for d in DOCS])
     assert not index.scores(tokenize("kubernetes helm chart")).any()
     assert index.idf("watchdog") > index.idf("cuda")
+
+
+def test_subset_statistics_equal_an_index_of_the_subset_alone():
+    import numpy as np
+
+    from corpus.lexical import BM25Index, SubsetStatistics
+
+    docs = [["nccl", "timeout", "rank"], ["cuda", "oom"], ["nccl", "socket"], ["oom", "host", "ram"], ["rank"]]
+    mask = np.array([True, False, True, True, False])
+    subset = SubsetStatistics(BM25Index(docs), mask)
+    alone = BM25Index([d for d, kept in zip(docs, mask, strict=True) if kept])
+    assert subset.size == alone.size == 3
+    for term in ("nccl", "cuda", "oom", "rank", "socket", "absent"):
+        assert subset.idf(term) == alone.idf(term), term
