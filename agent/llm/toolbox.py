@@ -87,9 +87,10 @@ class Toolbox:
                 return "NO MATCH: the troubleshooting documents do not cover this. Say so; do not guess."
             blocks = []
             for hit in hits:
-                self.chunks.setdefault(hit.chunk.chunk_id, hit)
+                original = self.retriever.original(hit.chunk.source)  # a rendering is cited as its original
+                self.chunks.setdefault(hit.chunk.chunk_id, replace(hit, chunk=replace(hit.chunk, source=original)))
                 text = corrected_quote(hit.chunk.text[:900], f"{hit.chunk.section}\n{query}")  # never stale advice
-                name = Path(self.retriever.original(hit.chunk.source)).name
+                name = Path(original).name
                 blocks.append(f"[doc:{hit.chunk.chunk_id}] {name} › {hit.chunk.section}\n{text}")
             return "\n\n".join(blocks)
 

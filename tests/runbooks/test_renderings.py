@@ -63,3 +63,19 @@ def test_a_rendering_whose_headings_drift_is_refused():
     drifted = re.sub(r"(?m)^## ", "### ", body, count=1)
     with pytest.raises(HeadingsDiffer):
         chunk_document(drifted, "r.md", headings_from=seed.read_text(encoding="utf-8"))
+
+
+def test_the_agents_search_tool_cites_a_rendering_as_its_original(shared_index, monkeypatch):
+    from agent.core import build_troubleshooter
+    from agent.llm.toolbox import Toolbox
+    from common.redaction import Redactor
+    from common.settings import Settings
+
+    monkeypatch.setenv("TRAINDOC_DATA_DIR", str(shared_index))
+    troubleshooter = build_troubleshooter(Settings.from_env())
+    toolbox = Toolbox(retriever=troubleshooter.retriever(), probe_context=None, redactor=Redactor(mode="default"))
+    output = toolbox.search_docs("the port 29500 is already in use when I start torchrun, how do I fix it?")
+    assert "/renderings/" not in output and ".md ›" in output  # a runbook, then the seeds by their own names
+    sources = {hit.chunk.source for hit in toolbox.chunks.values()}
+    assert sources and not any("/renderings/" in source for source in sources), sources
+    assert any(re.search(r"corpus/00\d_\w+\.txt$", source) for source in sources), sources
