@@ -37,11 +37,8 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
     least as sure of the runbook: a runbook is checked against upstream and gives its fixes in order, so it leads
     the section (which stays cited). Where no section answers, a runbook's likeness alone is not trusted: the
     answerability model was fitted on the documents, and a runbook's broad words read like many questions."""
-    book = None
     if job is not None and job.root_cause is not None:
-        root = job.root_cause
-        lines = [*root.evidence, *job.search_lines]
-        book = for_category(root.category, root.evidence[:1] + lines)
+        book = for_category(job.root_cause.category, [*job.root_cause.evidence, *job.search_lines])
         if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
             return None
     else:  # an error line's message first: an informational line a log also shows must not win

@@ -27,14 +27,14 @@ from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
 from corpus.families import Recognition, recognise
 from corpus.lexical import BM25Index, SubsetStatistics, tokenize
-from corpus.renderings import RENDERING, RUNBOOK, original_source, rendering_language
+from corpus.renderings import RUNBOOK, original_source, rendering_language
 from corpus.snapshot import KnowledgeSnapshot, signature
 from corpus.store import StoredChunk
 
 Mode = Literal["hybrid", "bm25", "dense"]
 # Which chunks a search ranks: traindoc's runbooks and the other documents are searched apart, so the documents'
 # sections are ranked and judged as they would be without runbooks beside them (agent.lead picks the runbook).
-Among = Literal["all", "documents", "originals", "runbooks"]
+Among = Literal["all", "documents", "runbooks"]
 NEAREST = 60  # chunks the dense index returns, among those a search ranks
 MAX_QUERY_CHARS = 6000
 CHECKED = 3  # sections whose answerability is checked, best first
@@ -138,13 +138,10 @@ class Retriever:
         for chunk in snapshot.chunks:
             self._texts.setdefault((self._logical[chunk.source], chunk.section), []).append(chunk)
         runbook = np.array([RUNBOOK.search(c.source) is not None for c in snapshot.chunks], dtype=bool)
-        rendering = np.array([RENDERING.search(c.source) is not None for c in snapshot.chunks], dtype=bool)
         self._among = {"all": np.ones(len(runbook), dtype=np.float32), "runbooks": runbook.astype(np.float32),
-                       "documents": (~runbook).astype(np.float32),
-                       "originals": (~runbook & ~rendering).astype(np.float32)}
-        # Whether a section answers weighs the question's words the knowledge searched never uses: the documents as
-        # written (their renderings repeat them) or the runbooks, each its own vocabulary (_vocabulary).
-        self._judged_among = {"all": "all", "documents": "documents", "originals": "originals", "runbooks": "runbooks"}
+                       "documents": (~runbook).astype(np.float32)}
+        # Whether a section answers weighs the question's words the knowledge searched never uses: the documents
+        # (with their renderings) or the runbooks, each its own vocabulary (_vocabulary).
         self._vocabularies: dict[str, SubsetStatistics] = {}
         self._last_query: tuple[str, np.ndarray] | None = None
         self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
@@ -208,13 +205,12 @@ class Retriever:
 
     def _vocabulary(self, among: Among) -> BM25Index | SubsetStatistics:
         """The document statistics of the chunks ``among`` is judged against."""
-        name = self._judged_among[among]
-        mask = self._among[name]
-        if name == "all" or bool(mask.all()):
+        mask = self._among[among]
+        if bool(mask.all()):
             return self.snapshot.bm25
-        if name not in self._vocabularies:
-            self._vocabularies[name] = SubsetStatistics(self.snapshot.bm25, mask)
-        return self._vocabularies[name]
+        if among not in self._vocabularies:
+            self._vocabularies[among] = SubsetStatistics(self.snapshot.bm25, mask)
+        return self._vocabularies[among]
 
     def original(self, source: str) -> str:
         """The document a chunk's source stands for: a rendering's original, any other source itself."""

@@ -39,22 +39,23 @@ def _job_facts(facts: Sequence[str], lang: Lang) -> list[str]:
     return [f"**{say('runbook_your_job', lang)}** " + "; ".join(facts), ""] if facts else []
 
 
-def quotes(item: Item, messages: Sequence[str], evidence: Sequence[str]) -> bool:
-    """A fix written for one of the runbook's messages (it quotes the message as inline code) that the job's log
-    shows."""
-    spans = [span for span in INLINE_CODE.findall(item.text)
-             if len(span) >= 8 and any(message in span for message in messages)]
-    return any(span in line for span in spans for line in evidence)
+def written_for(item: Item, messages: Sequence[str]) -> list[str]:
+    """The runbook messages a fix is written for: the inline code spans of its text that quote one of them."""
+    return [span for span in INLINE_CODE.findall(item.text)
+            if len(span) >= 8 and any(message in span for message in messages)]
 
 
 def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: Sequence[str]) -> list[Item]:
     """The fixes in the runbook's order, those written for the message the log shows first; when the log shows one
     of the runbook's messages, the fixes written for its other messages (another failure of the family: error 802
     for an `invalid device ordinal`) leave."""
-    shown = [item for item in fixes if quotes(item, messages, evidence)]
-    if not shown:
+    def shown(item: Item) -> bool:
+        return any(span in line for span in written_for(item, messages) for line in evidence)
+
+    first = [item for item in fixes if shown(item)]
+    if not first:
         return list(fixes)
-    return shown + [item for item in fixes if not quotes(item, messages, [*messages]) and item not in shown]
+    return first + [item for item in fixes if not written_for(item, messages)]
 
 
 def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[str] = (),
