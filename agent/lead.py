@@ -76,7 +76,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
     notes = sorted({note for item in book.items.get("fixes", ()) if (note := harm(item)) is not None})
     # The line that names the cause: the one showing the runbook's message, else the error itself.
     naming = [line for line in root.evidence if any(message in line for message in book.messages)] or root.evidence
-    return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang),
+    return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang,
+                                                                      [*root.evidence, *job.search_lines]),
                             keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
                             evidence=[*root.evidence, *job.search_lines])
 

@@ -10,6 +10,7 @@ from common.language import Lang, say
 from common.textsafe import code_span
 from corpus.chunking import chunk_id_for
 from runbooks.catalog import Item, Runbook
+from runbooks.quoted import quoted_facts
 
 FixFilter = Callable[[Item], bool]
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
@@ -89,8 +90,18 @@ def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[s
     return "\n".join(parts).strip()
 
 
-def job_facts(rank: int | None, host: str | None, where: str | None, evidence: Sequence[str], lang: Lang) -> list[str]:
-    """The job's own facts the fixes apply to: the rank, its host, its file:line, the line that names the cause."""
+def _head(line: str, most: int) -> str:
+    """``line`` cut to ``most`` characters at the end of a sentence where it has one, else with an ellipsis."""
+    if len(line) <= most:
+        return line
+    end = line.rfind(". ", 0, most)
+    return line[:end] if end > most // 3 else line[: most - 1] + "…"
+
+
+def job_facts(rank: int | None, host: str | None, where: str | None, evidence: Sequence[str], lang: Lang,
+              lines: Sequence[str] = ()) -> list[str]:
+    """The job's own facts the fixes apply to: the rank, its host, its file:line, the line that names the cause,
+    and what the job's ``lines`` (``evidence`` when none) say in numbers and names (runbooks.quoted)."""
     facts = []
     if rank is not None:
         facts.append(say("rank", lang, rank=rank) + (f" ({host})" if host else ""))
@@ -99,8 +110,8 @@ def job_facts(rank: int | None, host: str | None, where: str | None, evidence: S
     if where:
         facts.append(code_span(where))
     if evidence:
-        facts.append(code_span(re.sub(r"\s+", " ", evidence[0]).strip()[:200]))
-    return facts
+        facts.append(code_span(_head(re.sub(r"\s+", " ", evidence[0]).strip(), 200)))
+    return facts + quoted_facts(list(lines) or list(evidence), lang)
 
 
 __all__ = ["citation_chunk_id", "citation_section", "job_facts", "runbook_markdown"]
