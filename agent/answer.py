@@ -19,6 +19,8 @@ class Citation:
     text: str = ""
     lang: str | None = None  # the language of ``text`` when it is a rendering of the section ("en"); None: as written
     title: str = ""  # the section's heading in the text shown (a rendering's); "" : the section path's last heading
+    advice: tuple[Any, ...] = ()  # advice.review.Flag: what traindoc corrected or marked in ``text``
+    notes: tuple[str, ...] = ()  # section-wide notes: whose advice it is, curated corrections
 
     @property
     def cited_as(self) -> str:
@@ -36,6 +38,7 @@ class FindingView:
     evidence: str
     related: list[int] = field(default_factory=list)
     fix: str = ""
+    explains: bool = False  # a problem whose subject is what the question asks about: it is the verdict
 
 
 @dataclass
@@ -65,7 +68,8 @@ class Answer:
             question=self.question,
             answer=self.answer,
             citations=[
-                {k: v for k, v in asdict(c).items() if k not in ("text", "title")} | {"score": round(c.score, 4)}
+                {k: v for k, v in asdict(c).items() if k not in ("text", "title", "advice", "notes")}
+                | {"score": round(c.score, 4)} | ({"notes": list(c.notes)} if c.notes else {})
                 for c in self.citations
             ],
             findings=[asdict(f) for f in self.findings],
@@ -74,6 +78,8 @@ class Answer:
             backend=self.backend,
             timings_ms={k: round(v, 1) for k, v in self.timings_ms.items()},
         )
+        # Every command traindoc corrected, left out or marked in what it showed, with the reason and the source.
+        data["advice"] = [{"citation": c.n, **flag.to_json()} for c in self.citations for flag in c.advice]
         data["diagnosis"] = self.diagnosis.to_json() if self.diagnosis is not None else None
         if self.steps is not None:
             data["steps"] = self.steps

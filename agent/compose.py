@@ -2,7 +2,7 @@
 
 No model is involved: the diagnosis is the best section's own text, the fixes are the commands of the
 same problem write-up (never another section's), and every statement carries the number of the
-citation it came from. Curated facts (agent.corrections) correct stale advice before it is quoted. A
+citation it came from. Curated facts (advice.curated) correct stale advice before it is quoted. A
 weak match says so; when nothing answers, the answer leads with what the evidence does say (probes,
 error lines; the job's diagnosis is put above it by agent.core), names the nearest sections as not
 answers, and says what to collect next. The words traindoc adds live in data/guidance.json and
@@ -18,11 +18,14 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from advice.curated import Correction, correct
+from advice.review import NOTE_PREFIX
 from agent.answer import Citation, FindingView
-from agent.corrections import Correction, correct
 from common.language import Lang, language_of, say
 from common.textsafe import code_span
 from corpus.chunking import HEADING, PATH_SEPARATOR
+from corpus.kinds import section_kinds
+from jobs.codes import CodeMeaning
 
 FENCE = re.compile(r"^\s*```")
 COMMAND_LINE = re.compile(
@@ -59,18 +62,24 @@ def what_to_collect(recognised: Sequence[str], lang: Lang) -> list[str]:
 
 
 def _split_blocks(text: str) -> tuple[list[str], list[str]]:
-    """(prose lines without headings, code blocks)."""
+    """(prose lines without headings, code blocks). traindoc's notes right after a block (advice.review) stay
+    with it: a fix is never shown without what was corrected in it."""
     prose: list[str] = []
     code: list[str] = []
     current: list[str] | None = None
+    attach = False  # the previous line closed a block (or was a note attached to it)
     for line in text.splitlines():
+        if line.startswith(NOTE_PREFIX) and current is None and attach:
+            code[-1] += "\n" + line
+            continue
+        attach = False
         if FENCE.match(line):
             if current is None:
                 current = [line.strip()]
             else:
                 current.append("```")
                 code.append("\n".join(current))
-                current = None
+                current, attach = None, True
             continue
         if current is not None:
             current.append(line)
@@ -79,9 +88,21 @@ def _split_blocks(text: str) -> tuple[list[str], list[str]]:
     return prose, code
 
 
+def _project_fixes_apply(citation: Citation, report: str) -> bool:
+    """A project's own flags are the fix only for a user of that project: one whose question or log names it."""
+    from advice.projects import project_of
+
+    project = project_of(citation.source)
+    return project is None or project.named_in(report)
+
+
+def _project_flags(block: str, citation: Citation) -> bool:
+    return any(flag.verdict == "project" and flag.original in block for flag in citation.advice)
+
+
 def _is_fix(block: str) -> bool:
     """A code block that tells the user what to run or set, not a quoted error message."""
-    lines = block.splitlines()
+    lines = [line for line in block.splitlines() if not line.startswith(NOTE_PREFIX)]
     language = lines[0].strip().strip("`").lower() if lines else ""
     if language in ("bash", "sh", "shell", "console", "yaml", "yml", "json", "python", "py", "toml", "ini"):
         return True
@@ -140,6 +161,8 @@ def compose(
     confidence: float | None = None,
     nearest: Sequence[Citation] = (),
     lead: str | None = None,
+    codes: Sequence[CodeMeaning] = (),
+    lead_kind: str | None = None,
 ) -> str:
     """The answer's markdown. ``confidence``: that the first citation answers (retrieval's answerability);
     ``nearest``: when nothing answers, the closest sections, named as not answers."""
@@ -154,12 +177,14 @@ def compose(
             if finding.fix:
                 parts.append(f"  - {say('fix', lang)}: {finding.fix}")
         parts.append("")
+    parts.extend(codes_markdown(codes, lang))
     if error_lines:
         parts.append(f"### {say('error_lines', lang)}")
         parts.extend(f"- {code_span(line[:160])}" for line in error_lines[:4])  # a backtick in the log cannot end it
         parts.append("")
     if lead is not None and citations:  # a runbook answers the diagnosed kind: its fixes come first (agent.lead)
         parts.extend([lead, ""])
+        parts.extend(_same_kind_fixes(citations[1:], lead_kind, "\n".join([question, *error_lines]), lang))
         if len(citations) > 1:
             parts.append(f"### {say('see_also', lang)}")
             parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
@@ -168,7 +193,9 @@ def compose(
         return _no_match(parts, recognised, confidence, list(nearest) or citations, lang)
 
     top = citations[0]
-    parts.append(f"### {say('likely_cause', lang, title=_shown_title(top), n=top.n)}")
+    verdict = any(f.explains for f in problems)  # what traindoc measured answers the question: it leads
+    heading = "documents_add" if verdict else "likely_cause"
+    parts.append(f"### {say(heading, lang, title=_shown_title(top), n=top.n)}")
     if confidence is not None and confidence < float(_guidance()["weak_below"]):
         parts.extend([_say("weak_match", lang, confidence=confidence), ""])
     # The top section and the parts of the same problem write-up (its subsections, its other parts):
@@ -178,10 +205,11 @@ def compose(
     notes: dict[str, str] = {}
     shown = 0
     for citation in family:
-        body, applied = correct(citation.text, citation.section + "\n" + question)
-        for fact in applied:
-            notes.setdefault(fact.note, "")
-            notes[fact.note] += f"[{citation.n}]"
+        body = citation.text  # already through advice.review: corrected, marked, labelled (agent.core)
+        for flag in citation.advice:
+            if flag.kind == "curated":
+                notes.setdefault(flag.reason, "")
+                notes[flag.reason] += f"[{citation.n}]"
         prose, code = _split_blocks(body)
         if shown < MAX_DIAGNOSIS_LINES and prose:
             take = prose[: MAX_DIAGNOSIS_LINES - shown]
@@ -194,6 +222,8 @@ def compose(
                 parts.extend([say("documented_error", lang), "", quoted[0], ""])
         fixes.extend((block, citation) for block in code if _is_fix(block))
     parts.append("")
+    report = "\n".join([question, *error_lines])  # another framework's user: a project's own flags are no fix
+    fixes = [(block, c) for block, c in fixes if _project_fixes_apply(c, report) or not _project_flags(block, c)]
     fixes = _dedupe(fixes)[: MAX_FIX_BLOCKS + 1]
     if fixes:
         parts.append(f"### {say('fixes', lang)}")
@@ -205,10 +235,50 @@ def compose(
     for note, where in notes.items():
         parts.append(f"> **{say('stale', lang, where=where)}** {note}")
         parts.append("")
+    for citation in family:  # whose advice it is
+        parts.extend(f"> [{citation.n}] {note}\n" for note in citation.notes if not note.startswith("traindoc corrected"))
     if len(citations) > 1:
         parts.append(f"### {say('see_also', lang)}")
         parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
     return "\n".join(parts).strip()
+
+
+def _same_kind_fixes(citations: Sequence[Citation], kind: str | None, report: str, lang: Lang) -> list[str]:
+    """After the runbook's fixes: those of the documents' sections about the same kind (corpus.kinds), as
+    advice.review showed them; a section about another kind supplies none."""
+    if kind is None:
+        return []
+    fixes: list[tuple[str, Citation]] = []
+    for citation in citations:
+        about = section_kinds(citation.source, citation.section)
+        if kind not in about.kinds or about.role != "fix":
+            continue
+        _, code = _split_blocks(citation.text)
+        fixes.extend((block, citation) for block in code if _is_fix(block)
+                     and (_project_fixes_apply(citation, report) or not _project_flags(block, citation)))
+    fixes = _dedupe(fixes)[:MAX_FIX_BLOCKS]
+    if not fixes:
+        return []
+    parts = [f"### {say('more_fixes', lang)}", ""]
+    for i, (block, citation) in enumerate(fixes, 1):
+        parts.extend([say("fix_item", lang, i=i, n=citation.n, title=_shown_title(citation)), "", block, ""])
+    notes = [f"> [{c.n}] {note}" for c in dict.fromkeys(c for _, c in fixes) for note in c.notes]
+    return parts + ([*notes, ""] if notes else [])
+
+
+def codes_markdown(codes: Sequence[CodeMeaning], lang: Lang) -> list[str]:
+    """What each well-known error code the input shows means, and NVIDIA's check and fix for it (jobs.codes)."""
+    if not codes:
+        return []
+    parts = [f"### {say('codes_mean', lang)}"]
+    for code in codes:
+        head, meaning = code.said(lang).split(": ", 1)
+        parts.append(f"- **{head}**: {meaning} ({code.source.split(' ; ')[0]})")
+        if code.check:
+            parts.append(f"  - {say('code_check', lang)}: {code_span(code.check)}")
+        if code.fix:
+            parts.append(f"  - {say('code_fix', lang)}: {code.fix.get(lang) or code.fix['en']}")
+    return [*parts, ""]
 
 
 def _no_match(parts: list[str], recognised: list[str], confidence: float | None, nearest: Sequence[Citation],

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from advice.review import review
 from agent.answer import Answer, Citation
 from agent.compose import compose
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.facts import Facts
-from agent.presumptions import contradicted, gpu_archs
+from agent.presumptions import contradicted, gpu_archs, torch_version
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
-from common.language import language_of, say
+from common.language import Lang, language_of, say
 from common.settings import Settings, contain_caches
 from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, only_if_quoted, search_terms
 
@@ -232,13 +233,16 @@ class Troubleshooter:
                              None if result.no_match else result.confidence)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
+        evidence = self._machine_evidence(question, job, diagnosis)
+        citations = [reviewed(c, lang, evidence) for c in citations]  # nothing is shown unchecked
+        nearest = [reviewed(c, lang, evidence) for c in nearest]
         findings = []
         results: list[Any] = []
         if diagnosis is not None:
             from agent.diagnose import finding_views, relevant_results
 
             results = relevant_results(diagnosis, text) if question.bundle else diagnosis.results
-            findings = finding_views(results, citations)
+            findings = finding_views(results, citations, question.text)
         return Facts(question, citations, findings, results, no_match,
                      result.recognised, question.log_errors or result.error_lines, job,
                      question.bundle.name if question.bundle else "", timings, started,
@@ -265,8 +269,14 @@ class Troubleshooter:
             from agent.lead import runbook_lead
 
             lead = runbook_lead(facts.runbook, job, lang)
+            lead = review(lead, facts.runbook.source, facts.runbook.title, lang,
+                          torch_version=torch_version(self._machine_evidence(question, job, None))).text
+        from jobs.codes import meanings
+
+        shown_codes = meanings(self._machine_evidence(question, job, None))
         body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
-                       source, confidence=facts.confidence, nearest=facts.nearest, lead=lead)
+                       source, confidence=facts.confidence, nearest=facts.nearest, lead=lead, codes=shown_codes,
+                       lead_kind=facts.runbook.kind if facts.runbook is not None else None)
         if job is not None and job.root_cause is not None:
             from jobs.render import demote_timeout_fixes, diagnosis_markdown
 
@@ -325,6 +335,13 @@ class Troubleshooter:
         future = pool.submit(diagnose, request)
         pool.shutdown(wait=False)
         return future
+
+
+def reviewed(citation: Citation, lang: Lang, evidence: list[str]) -> Citation:
+    """The citation as it may be shown: its text through advice.review (corrected, marked, labelled)."""
+    checked = review(citation.text, citation.source, citation.section, lang, question="\n".join(evidence[:3]),
+                     torch_version=torch_version(evidence))
+    return replace(citation, text=checked.text, advice=checked.flags, notes=checked.notes)
 
 
 def build_troubleshooter(settings: Settings | None = None, chat_model: Any | None = None) -> Troubleshooter:

@@ -13,7 +13,14 @@ from agent.answer import Citation, FindingView
 from common.errors import InputError
 
 # Bounded gaps: ``\s*`` on both sides of an optional ``=`` rescans a run of spaces from every point (quadratic).
-PORT_MENTION = re.compile(r"(?:MASTER_PORT|port|端口)[ \t]{0,8}[=:：]?[ \t]{0,8}(\d{4,5})\b|:(\d{4,5})\b", re.IGNORECASE)
+# A port is named (MASTER_PORT=, --master_port, port 29500, 端口) or follows a host (127.0.0.1:29500, node-1:29500,
+# [::1]:29500); a number after a source file (ProcessGroupNCCL.cpp:2271, train.py:1858) is a line, never a port.
+PORT_MENTION = re.compile(
+    r"(?:\bMASTER_PORT|(?<![A-Za-z])port|端口)[ \t]{0,8}[=:：]?[ \t]{0,8}(\d{4,5})\b"
+    r"|(?<![\w.-])((?:\d{1,3}\.){3}\d{1,3}|\[[0-9A-Fa-f:]{2,39}\]|[A-Za-z][\w-]{0,62}(?:\.[A-Za-z][\w-]{0,62}){0,6}):(\d{4,5})\b",
+    re.IGNORECASE,
+)
+SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|hh|py|pyx|rs|go|java|js|ts|so|inl)$", re.IGNORECASE)
 DEFAULT_PORT = 29500
 
 
@@ -42,11 +49,15 @@ class Diagnosis:
 
 
 def ports_in(text: str, environ: Mapping[str, str]) -> tuple[int, ...]:
-    found = [int(a or b) for a, b in PORT_MENTION.findall(text)]
-    if environ.get("MASTER_PORT", "").isdigit():
-        found.append(int(environ["MASTER_PORT"]))
-    ports = [p for p in dict.fromkeys(found) if 1024 <= p <= 65535]
-    return tuple(ports) or (DEFAULT_PORT,)
+    """The ports the text names, MASTER_PORT's, and torchrun's default unless MASTER_PORT says otherwise."""
+    found = [int(named or after) for named, host, after in PORT_MENTION.findall(text)
+             if named or not SOURCE_FILE.search(host)]
+    explicit = environ.get("MASTER_PORT", "").strip()
+    if explicit.isdigit():
+        found.append(int(explicit))
+    else:
+        found.append(DEFAULT_PORT)
+    return tuple(p for p in dict.fromkeys(found) if 1024 <= p <= 65535) or (DEFAULT_PORT,)
 
 
 def diagnose(request: ProbeRequest) -> Diagnosis:
@@ -68,11 +79,44 @@ def diagnose(request: ProbeRequest) -> Diagnosis:
     return Diagnosis(run_probes(names, probe_context(request)), "this machine")
 
 
+SITE_PACKAGES = re.compile(r'File "(?P<prefix>/[^"\n]{1,300}?)/lib/python3\.\d+/(?:site|dist)-packages/')
+LOG_HEAD_BYTES = 2 * 2**20
+LOG_FILES = 32
+
+
+def _log_files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.log") if p.is_file())[:LOG_FILES])
+    return files[:LOG_FILES]
+
+
+def job_python(log_paths: Sequence[Path]) -> str | None:
+    """The interpreter the job ran with, where its logs show it: the prefix of the site-packages a traceback
+    names (``/opt/conda/envs/train/lib/python3.10/site-packages/...``), when that interpreter exists here."""
+    for path in _log_files(log_paths):
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(LOG_HEAD_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in head.splitlines():
+            match = SITE_PACKAGES.search(line[:2048])
+            if match:
+                candidate = Path(match["prefix"]) / "bin" / "python"
+                if candidate.is_file() and os.access(candidate, os.X_OK):
+                    return str(candidate)
+    return None
+
+
 def probe_context(request: ProbeRequest):  # type: ignore[no-untyped-def]
     from tools.base import ProbeContext
 
     return ProbeContext(
-        python=request.python,
+        python=request.python or job_python(request.log_paths),
         ports=ports_in(request.text, request.environ),
         log_paths=request.log_paths,
         allowed_roots=(),
@@ -105,7 +149,18 @@ def relevant_results(diagnosis: Diagnosis, text: str) -> list:
     return [r for r in diagnosis.results if r.probe in wanted or any(f.severity == "problem" for f in r.findings)]
 
 
-def finding_views(results: Sequence, citations: Sequence[Citation]) -> list[FindingView]:
+WORD = re.compile(r"[\w.]+")
+
+
+def explains(finding, question: str) -> bool:  # type: ignore[no-untyped-def]
+    """A problem finding about what the question asks: every word of one of its topics is in the question."""
+    if finding.severity != "problem":
+        return False
+    words = {w.strip(".").lower() for w in WORD.findall(question)}
+    return any(all(w.strip(".") in words for w in WORD.findall(topic.lower())) for topic in finding.topics if topic)
+
+
+def finding_views(results: Sequence, citations: Sequence[Citation], question: str = "") -> list[FindingView]:
     views: list[FindingView] = []
     for result in results:
         if not result.findings:
@@ -117,6 +172,7 @@ def finding_views(results: Sequence, citations: Sequence[Citation]) -> list[Find
                 FindingView(
                     probe=result.probe, status=status, code=finding.code, summary=finding.summary,
                     evidence=finding.evidence, related=_related(finding, citations), fix=finding.fix,
+                    explains=explains(finding, question),
                 )
             )
     return views

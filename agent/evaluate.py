@@ -4,7 +4,9 @@ computed in the same run over the same chunks; with ``cv``, k-fold cross-validat
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +61,12 @@ def evaluate(troubleshooter: Troubleshooter, path: Path, cv: int | None = None, 
         started = time.perf_counter()
         from runbooks.choose import kind_of_source
 
+        commands = 0
+        verdicts: Counter[str] = Counter()
         for case in cases:
             answer = troubleshooter.ask(Question(text=case["query"], id=case["id"], probes=False), mode=mode)
+            commands += code_lines(answer.answer)
+            verdicts.update(flag.verdict for c in answer.citations for flag in c.advice)
             # The documents' sections: traindoc's own runbooks are judged by what they fix (benchmarks/bench_job_fixes.py)
             cited = [(c.source, c.section) for c in answer.citations if kind_of_source(c.source) is None]
             if case["gold"]:
@@ -87,9 +93,20 @@ def evaluate(troubleshooter: Troubleshooter, path: Path, cv: int | None = None, 
                 if (sub := [c for c in positives if c.get("lang") == lang])
             },
             "ms_per_case": round((time.perf_counter() - started) * 1000 / max(len(cases), 1), 1),
+            # What advice.review did to the sections these answers showed (corrected, left out, marked, unchecked)
+            "commands": {"shown": commands, "flags": dict(sorted(verdicts.items()))},
             "misses": misses,
         }
     return report
+
+
+FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+
+
+def code_lines(markdown: str) -> int:
+    """The commands an answer shows: non-empty, non-comment lines of its code blocks."""
+    return sum(1 for block in FENCED.findall(markdown) for line in block.splitlines()
+               if line.strip() and not line.lstrip().startswith("#"))
 
 
 def render_report(report: dict[str, Any], show_misses: bool = False) -> str:
@@ -107,6 +124,9 @@ def render_report(report: dict[str, Any], show_misses: bool = False) -> str:
     for mode, m in report["modes"].items():
         for lang, sub in m["by_lang"].items():
             lines.append(f"  {mode} {lang}: R@1 {sub['R@1']:.2f}  R@3 {sub['R@3']:.2f}  (n={sub['n']})")
+    for mode, m in report["modes"].items():
+        flags = ", ".join(f"{verdict} {n}" for verdict, n in m["commands"]["flags"].items()) or "none"
+        lines.append(f"  commands in {mode} answers: {m['commands']['shown']} shown; corrected or marked: {flags}")
     if show_misses:
         for miss in report["modes"]["hybrid"]["misses"]:
             lines.append(f"  miss@1 {miss['id']} rank={miss['rank']}: {'; '.join(miss['cited'])[:150]}")

@@ -55,7 +55,10 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:
-    """The runbook as [1], then the documents' sections retrieval found, renumbered: ``limit`` citations in all."""
+    """The runbook as [1], then the documents' sections retrieval found, as it ranked them (sorting those about the
+    runbook's kind first moved 3 of 126 real reports' right section either way, and widened the gap between
+    English and Chinese askers: the kinds only choose which sections' fixes follow the runbook's, agent.compose),
+    renumbered: ``limit`` citations in all."""
     text = runbook_markdown(book, 1, lang)
     first = Citation(n=1, source=book.source, section=citation_section(book), chunk_id=citation_chunk_id(book),
                      score=max([1.0, *(c.score for c in citations)]), text=text, title=book.title)

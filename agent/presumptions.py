@@ -47,6 +47,22 @@ def gpu_archs(texts: Iterable[str]) -> set[str]:
     return found
 
 
+TORCH_VERSION = re.compile(
+    r"PyTorch version:\s*(?P<a>\d+\.\d+[\w.+]*)|torch version\s*\.*\s*(?P<b>\d+\.\d+[\w.+]*)"
+    r"|\btorch[ =]=?\s?(?P<c>\d+\.\d+\.\d+[\w.+]*)"
+)
+
+
+def torch_version(texts: Iterable[str]) -> str | None:
+    """The user's torch where the evidence prints it (collect_env, a probe of the job's interpreter, a log)."""
+    for text in texts:
+        for line in text.splitlines()[:5000]:
+            match = TORCH_VERSION.search(line[:2048])
+            if match:
+                return match.group("a") or match.group("b") or match.group("c")
+    return None
+
+
 def presumed(citation: Citation) -> frozenset[str]:
     """The GPU architectures a cited section is written for (empty: it presumes none)."""
     sections, _ = _table()

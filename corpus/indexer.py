@@ -24,6 +24,7 @@ from typing import Any
 from common.errors import IndexBusyError, IndexStoreError, InputError
 from common.memory import limit_malloc_arenas, return_freed_memory
 from common.settings import REPO_ROOT, Settings
+from corpus import BUILTIN_DIR
 from corpus.chunking import Chunk, HeadingsDiffer, chunk_document
 from corpus.discovery import SUFFIXES, Found, Refused, read_document
 from corpus.discovery import discover as discover_documents
@@ -48,6 +49,7 @@ class IndexReport:
     chunks_total: int = 0
     chunks_embedded: int = 0  # sent to the embedding model
     chunks_reused: int = 0  # found in the embedding cache (an earlier or interrupted run, the shipped vectors)
+    advice: list[tuple[str, str]] = field(default_factory=list)  # a team document's flagged names and claims
 
     def summary(self) -> str:
         reused = f"; {self.chunks_reused} of them from the embedding cache" if self.chunks_reused else ""
@@ -157,10 +159,31 @@ def _read_chunks(path: Path, source: str, settings: Settings, report: IndexRepor
             report.skipped.append((source, f"a rendering of {rendered}, which cannot be read ({exc})"))
             return None
     try:
-        return file_hash, chunk_document(body, source, title=path.stem, headings_from=original, whole=bool(meta.get("kind")))
+        chunks = chunk_document(body, source, title=path.stem, headings_from=original, whole=bool(meta.get("kind")))
     except HeadingsDiffer as exc:
         report.skipped.append((source, f"a rendering of {rendered} whose headings differ from it: {exc}"))
         return None
+    if not path.resolve().is_relative_to(BUILTIN_DIR.resolve()):  # a team's own document: say what to fix in it
+        report.advice.extend((source, message) for chunk in chunks for message in flagged_advice(chunk, meta))
+    return file_hash, chunks
+
+
+FLAGGED_CLAIMS = frozenset({"wrong", "stale", "harmful"})
+
+
+def flagged_advice(chunk: Chunk, meta: dict[str, object]) -> list[str]:
+    """What advice.review would flag in a chunk when shown: names upstream does not know, deprecated or read by
+    nothing, and wrong, stale or harmful commands, one line each."""
+    from advice.review import review
+
+    project = meta.get("project")
+    checked = review(chunk.text, chunk.source, chunk.section, "en", declared_project=project if isinstance(project, str) else None)
+    return list(dict.fromkeys(
+        f"{chunk.section}: `{flag.id if flag.kind == 'name' else flag.original}` {flag.verdict}: {flag.reason}"
+        for flag in checked.flags
+        if (flag.kind == "name" and flag.verdict in ("unknown", "deprecated", "not_read"))
+        or (flag.kind == "claim" and flag.verdict in FLAGGED_CLAIMS)
+    ))
 
 
 def document_chunks(paths: Sequence[Path], settings: Settings) -> list[Chunk]:

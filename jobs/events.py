@@ -297,7 +297,7 @@ class EventCollector:
             call=collective_call(frames), frames=[f"{f} ({p.rsplit('/', 1)[-1]}:{n})" for p, n, f in frames[-6:]],
             source=line.source, local_rank=line.local_rank,
         ))
-        if kind == "root" and CONTINUED.search(text):
+        if kind == "root" and (CONTINUED.search(text) or text.rstrip().endswith(":")):  # "...: " goes on below
             self._continued[self._stream(line)] = self.job.events[-1]
 
     def _global_ranks(self) -> None:

@@ -36,6 +36,11 @@ def find_python(ctx: ProbeContext) -> str | None:
     return None
 
 
+def guessed(ctx: ProbeContext) -> bool:
+    """The interpreter is only the first python on PATH: nothing says it is the one the job runs with."""
+    return not ctx.python and not any(ctx.environ.get(var) for var in ("CONDA_PREFIX", "VIRTUAL_ENV"))
+
+
 def interpreter_available(ctx: ProbeContext) -> tuple[bool, str]:
     if find_python(ctx) is None:
         where = ctx.python or "CONDA_PREFIX/VIRTUAL_ENV/PATH"

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -20,7 +21,7 @@ from tools.base import (
     finish,
     run_command,
 )
-from tools.target_python import interpreter_available, report_for_probe
+from tools.target_python import guessed, interpreter_available, report_for_probe
 
 NAME = "torch_cuda_compat"
 GpuFactsFn = Callable[[ProbeContext], "gpu_inventory.GpuFacts | None"]
@@ -77,6 +78,8 @@ def probe(
                 "gpus": [{"name": g.name, "capability": g.capability} for g in facts.gpus] if facts else None,
                 "driver_version": facts.driver_version if facts else None}
     findings = _findings(report, facts, ctx)
+    if guessed(ctx):  # not the job's own interpreter: what it shows is said, and does not lead the answer
+        findings = [_not_leading(f, python) for f in findings]
     if "torch_error" in report:
         summary = f"torch not importable in {python}"
     else:
@@ -103,6 +106,16 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
             found.append(Finding("CUDA_ARCH_PTX_ONLY", "info", f"{device['name']} runs torch kernels through PTX JIT",
                                  f"sm_{capability[0]}{capability[1]}: {why}", "", ("ptx", "cuda capability")))
     has_gpu = facts is not None and bool(facts.gpus) or bool(shutil.which("nvidia-smi", path=ctx.environ.get("PATH")))
+    if report.get("torch_cuda") is None and not has_gpu:
+        found.append(Finding(
+            "TORCH_CPU_ONLY", "problem",
+            f"torch {report.get('torch')} is a CPU-only build, and no NVIDIA driver is visible here: "
+            "torch.cuda.is_available() is False for both reasons",
+            f"torch.version.cuda is None; torch.__version__ = {report.get('torch')}; no NVML library and no nvidia-smi",
+            "Install a CUDA build of torch (`pip install torch --index-url https://download.pytorch.org/whl/cu128`); "
+            "in a container, also start it with the GPUs passed in (`docker run --gpus all ...`, NVIDIA Container "
+            "Toolkit) so the driver's libraries and /dev/nvidia* are inside.",
+            ("cpu-only torch", "torch.cuda.is_available false", "pytorch build", "docker gpus")))
     if report.get("torch_cuda") is None and has_gpu:
         found.append(Finding(
             "TORCH_CPU_ONLY", "problem", f"torch {report.get('torch')} is a CPU-only build but this machine has NVIDIA GPUs",  # noqa: E501
@@ -120,6 +133,14 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
             "Check CUDA_VISIBLE_DEVICES, the container's --gpus flag and that the driver supports this CUDA version.",
             ("torch.cuda.is_available false", "cuda init")))
     return found
+
+
+def _not_leading(finding: Finding, python: str) -> Finding:
+    """A problem seen in an interpreter traindoc only guessed (python on PATH): said, as information."""
+    if finding.severity != "problem":
+        return finding
+    return replace(finding, severity="info",
+                   summary=f"{finding.summary} (in {python}, the first python on PATH: pass --python with your job's)")
 
 
 def _arch_finding(report: dict[str, Any], name: str, capability: tuple[int, int], arch_list: list[str]) -> Finding:

@@ -316,6 +316,8 @@ def _traindoc(argv: Sequence[str] | None) -> int:
             return 130
         for source, reason in report.skipped:
             print(f"traindoc: warning: skipped {source}: {reason}", file=sys.stderr)
+        for source, message in report.advice:
+            print(f"traindoc: warning: {source} › {message}", file=sys.stderr)
         print(report.summary())
         return 0
     if args.command == "eval":

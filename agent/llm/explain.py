@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from agent.answer import Answer, FindingView
-from agent.compose import correct
 from agent.events import EventSink, StepFinished, StepStarted, Token
 from agent.facts import Facts
 from agent.llm.backends import describe, make_chat_model
@@ -66,9 +65,11 @@ def number_facts(facts: Facts, redactor: Redactor) -> list[Fact]:
     template = prompts()["explain"]
     out: list[Fact] = []
     for c in facts.citations:
-        body, applied = correct(c.text, c.section + "\n" + facts.question.text)
-        text = _cut(redactor.redact(body), SECTION_CHARS)
-        text += "".join("\n" + template["correction"].format(note=fix.note) for fix in applied)
+        # c.text went through advice.review (agent.core): corrected, the wrong commands marked or left out
+        text = _cut(redactor.redact(c.text), SECTION_CHARS)
+        text += "".join("\n" + (template["correction"].format(note=redactor.redact(note.split(": ", 1)[-1]))
+                                 if note.startswith("traindoc corrected") else f"({redactor.redact(note)})")
+                        for note in c.notes)
         out.append(Fact(c.n, "doc", c.chunk_id, template["doc"].format(
             n=c.n, source=Path(c.source).name, section=redactor.redact(c.section), text=text)))
     where = say("bundle_machine", "en", name=facts.machine) if facts.machine else say("this_machine", "en")

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent.corrections import corrected_quote
+from advice.review import review
 from agent.events import EventSink, StepFinished, StepStarted, ignore
+from common.language import language_of
 from common.redaction import Redactor
 
 MAX_TOOL_OUTPUT = 3500
@@ -89,7 +90,8 @@ class Toolbox:
             for hit in hits:
                 original = self.retriever.original(hit.chunk.source)  # a rendering is cited as its original
                 self.chunks.setdefault(hit.chunk.chunk_id, replace(hit, chunk=replace(hit.chunk, source=original)))
-                text = corrected_quote(hit.chunk.text[:900], f"{hit.chunk.section}\n{query}")  # never stale advice
+                checked = review(hit.chunk.text[:900], original, hit.chunk.section, language_of(query), question=query)
+                text = checked.text + "".join(f"\n({note})" for note in checked.notes)  # never stale advice
                 name = Path(original).name
                 blocks.append(f"[doc:{hit.chunk.chunk_id}] {name} › {hit.chunk.section}\n{text}")
             return "\n\n".join(blocks)

@@ -9,9 +9,9 @@ from importlib import resources
 
 import pytest
 
+from advice.curated import correct, corrections
 from agent.answer import Citation, FindingView
 from agent.compose import compose, what_to_collect
-from agent.corrections import correct, corrections
 
 BLACKWELL = """## 错误1: CUDA兼容性问题
 
@@ -29,7 +29,11 @@ PINNED = "For sm_120 cards:\n```bash\n  pip install torch==2.5.1+cu121 --index-u
 
 
 def _cite(n: int, section: str, text: str) -> Citation:
-    return Citation(n=n, source=f"runbooks/doc{n}.md", section=section, chunk_id=f"{n:016x}", score=1.0 / n, text=text)
+    """A citation as ask() hands it to the composer: its text through advice.review (agent.core.reviewed)."""
+    from agent.core import reviewed
+
+    return reviewed(Citation(n=n, source=f"runbooks/doc{n}.md", section=section, chunk_id=f"{n:016x}", score=1.0 / n,
+                             text=text), "en", [])
 
 
 @pytest.mark.parametrize("question", ["why does my NCCL all_reduce hang", "sm_120 is not compatible", ""])
@@ -56,7 +60,7 @@ def test_unrelated_sections_are_left_alone():
 
 
 def test_every_curated_fact_names_its_source():
-    data = json.loads(resources.files("agent").joinpath("data/curated_facts.json").read_text(encoding="utf-8"))
+    data = json.loads(resources.files("advice").joinpath("data/curated_facts.json").read_text(encoding="utf-8"))
     for fact in data["corrections"]:
         assert fact["sources"] and all(s.startswith("https://") for s in fact["sources"])
         for rule in fact.get("lines", []) + fact.get("replace", []):

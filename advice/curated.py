@@ -43,7 +43,7 @@ def _rewrites(items: list[dict[str, str]], flags: int) -> tuple[Rewrite, ...]:
 
 @cache
 def corrections() -> tuple[Correction, ...]:
-    data = json.loads(resources.files("agent").joinpath("data/curated_facts.json").read_text(encoding="utf-8"))
+    data = json.loads(resources.files("advice").joinpath("data/curated_facts.json").read_text(encoding="utf-8"))
     loaded = tuple(
         Correction(
             c["code"], re.compile(c["context"], re.I), c["note"], tuple(c["sources"]),
