@@ -28,6 +28,7 @@ NOT_VARIABLE = re.compile(r"_(?:ERROR|STATUS)_|^CUDA_SUCCESS$|^[A-Z0-9]+_VERSION
 FLAG = re.compile(r"^--?[A-Za-z][\w-]*")
 JSON_KEY = re.compile(r"\"(?P<key>[A-Za-z_][\w]*)\"\s*:")
 SCRIPT = re.compile(r"\.(?:py|sh)$")
+SHELL_BREAK = re.compile(r"\s(?:\||\|\||&&|;|\d?>>?|&>)\s?|;")
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def flag_findings(line: str, project: str | None = None) -> Iterator[NameFinding
         match = ns.command.search(line)
         if match is None:
             continue
-        for word in _words(line[match.end():]):
+        own = SHELL_BREAK.split(line[match.end():], 1)[0]  # a pipe or a next command is another program's
+        for word in _words(own):
             if SCRIPT.search(word) or word in ("-m",):
                 break
             flag = FLAG.match(word)

@@ -26,6 +26,7 @@ from common.language import Lang
 FENCE = re.compile(r"^\s*```")
 NOTE_PREFIX = "> ⚠ traindoc"
 VERSION = re.compile(r"(\d+)\.(\d+)")
+NEGATED = re.compile(r"(?i)^\s*(?:[-*+]|\d+\.)?\s*(?:\*\*)?(?:do not|don't|never|avoid|不要|切勿|避免|别)")
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def current_torch() -> str:
     """The torch release the shipped registry was checked against (its namespace's version)."""
     for ns in namespaces():
         if ns.id == "torch_env":
-            return ns.version
+            return ns.version.split(" (", 1)[0]
     return "current"
 
 
@@ -201,6 +202,8 @@ class _Reviewer:
             self.flags.append(Flag("claim", claim.verdict, line.strip(), None, reason, claim.sources, claim.id))
             return line.rstrip() + _say("inline", self.lang, verdict=_verdict(claim.verdict, self.lang), reason=reason)
         marks = []
+        if NEGATED.match(line):  # "Do not export NCCL_TIMEOUT": the line already says so
+            return line
         for finding, _ in self.name_flags(line, in_code=False):
             if finding.status == "project":
                 continue

@@ -41,6 +41,9 @@ class Record:
     candidates: tuple[Evidence, ...]  # about the first sections, in rank order
     no_hits: bool = False  # retrieval found nothing at all
     lang: str = ""
+    thread: str = ""  # the report's source (its GitHub thread): reports of one thread never sit on both sides
+    section: str = ""  # the first gold section ("file > heading"), or "none: <thread>" for an unanswerable report
+    document: str = ""  # the first gold section's file
 
     @property
     def evidence(self) -> Evidence | None:
@@ -138,8 +141,10 @@ def _threshold(p: np.ndarray, answerable: np.ndarray, max_false_no_match: float)
     return float((below.max() + cut) / 2) if len(below) else float(cut / 2)
 
 
-def folds(records: Sequence[Record], k: int, seed: int = 0) -> list[list[int]]:
-    """Stratified: answerable and unanswerable cases are dealt out separately, so every fold has both."""
+GROUPINGS = ("case", "thread", "section")
+
+
+def _dealt(records: Sequence[Record], k: int, seed: int) -> list[list[int]]:
     groups: list[list[int]] = [[] for _ in range(k)]
     rng = random.Random(seed)
     for wanted in (True, False):
@@ -149,6 +154,35 @@ def folds(records: Sequence[Record], k: int, seed: int = 0) -> list[list[int]]:
         for j, index in enumerate(members):
             groups[(j + offset) % k].append(index)
     return groups
+
+
+def group_of(record: Record, grouping: str) -> str:
+    if grouping == "thread":
+        return record.thread or record.id
+    if grouping == "section":
+        return record.section or record.id
+    return record.id
+
+
+def folds(records: Sequence[Record], k: int, seed: int = 0, grouping: str = "case") -> list[list[int]]:
+    """Stratified and grouped: the cases of one group (a thread, a gold section) always share a fold, the groups
+    of answerable and of unanswerable cases are dealt out separately, each to the fold that has fewest cases of
+    its kind, so every fold has both and no group is split."""
+    if grouping == "case":  # every case its own group: dealt round-robin, as before grouping existed
+        return _dealt(records, k, seed)
+    members: dict[str, list[int]] = {}
+    for i, record in enumerate(records):
+        members.setdefault(group_of(record, grouping), []).append(i)
+    parts: list[list[int]] = [[] for _ in range(k)]
+    rng = random.Random(seed)
+    for wanted in (True, False):
+        groups = [g for g in members.values() if records[g[0]].answerable == wanted]
+        rng.shuffle(groups)
+        groups.sort(key=len, reverse=True)  # big groups first, then the small ones even the folds out
+        for group in groups:
+            target = min(range(k), key=lambda f: (sum(records[i].answerable == wanted for i in parts[f]), len(parts[f]), f))
+            parts[target].extend(group)
+    return parts
 
 
 def score(records: Sequence[Record], refused: Sequence[bool], ranks: Sequence[int | None] | None = None,
@@ -177,7 +211,7 @@ def unrecognised(record: Record) -> Record:
 
 
 def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
-                   features: Sequence[str] = FEATURES, training: Sequence[Record] = ()) -> dict[str, Any]:
+                   features: Sequence[str] = FEATURES, training: Sequence[Record] = (), group: str = "case") -> dict[str, Any]:
     """Per mode: every fold's figures, their mean and the worst fold; the pooled held-out figures.
 
     "hybrid, unseen" scores the same fitted models on held-out unanswerable cases stripped of their
@@ -185,9 +219,9 @@ def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
     a new one will not be, so this row is the honest estimate for failures nobody catalogued.
     ``training``: records added to every fold's fit and never scored (the training reports)."""
     hybrid = by_mode["hybrid"]
-    parts = folds(hybrid, k, seed)
-    report: dict[str, Any] = {"k": k, "seed": seed, "cases": len(hybrid), "answerable": sum(r.answerable for r in hybrid),
-                              "training_reports": len(training), "modes": {}}
+    parts = folds(hybrid, k, seed, group)
+    report: dict[str, Any] = {"k": k, "seed": seed, "group": group, "cases": len(hybrid),
+                              "answerable": sum(r.answerable for r in hybrid), "training_reports": len(training), "modes": {}}
     rows = {"hybrid": hybrid, "hybrid, unseen": [r if r.answerable else unrecognised(r) for r in hybrid]}
     rows.update((mode, records) for mode, records in by_mode.items() if mode != "hybrid")
     models = [fit([hybrid[i] for i in range(len(hybrid)) if i not in set(held)] + list(training), features)
@@ -207,8 +241,21 @@ def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
             "mean": {m: _mean([f[m] for f in per_fold]) for m in METRICS},
             "worst": {m: _worst(m, [f[m] for f in per_fold]) for m in METRICS},
             "pooled": score(records, refused, ranks),
+            "by_lang": _pooled_by(records, refused, ranks, lambda r: r.lang),
+            "by_document": _pooled_by(records, refused, ranks, lambda r: r.document if r.answerable else ""),
         }
     return report
+
+
+def _pooled_by(records: Sequence[Record], refused: Sequence[bool], ranks: Sequence[int | None],
+               key: Any) -> dict[str, dict[str, float | None]]:
+    """The pooled held-out figures of each part (a language, a seed document), with its case count."""
+    parts: dict[str, list[int]] = {}
+    for i, record in enumerate(records):
+        if key(record):
+            parts.setdefault(key(record), []).append(i)
+    return {name: score([records[i] for i in members], [refused[i] for i in members], [ranks[i] for i in members])
+            | {"n": float(len(members))} for name, members in sorted(parts.items())}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -225,7 +272,8 @@ def _worst(metric: str, values: Sequence[float | None]) -> float | None:
 
 def render(report: dict[str, Any], folds_too: bool = False) -> str:
     lines = [
-        f"{report['k']}-fold cross-validation (seed {report['seed']}): {report['cases']} cases, "
+        f"{report['k']}-fold cross-validation (seed {report['seed']}, folds grouped by {report.get('group', 'case')}): "
+        f"{report['cases']} cases, "
         f"{report['answerable']} answerable; the answerability model and its threshold are fitted on the other "
         f"folds each time (and on {report.get('training_reports', 0)} training reports, never scored)",
         "",
@@ -239,6 +287,12 @@ def render(report: dict[str, Any], folds_too: bool = False) -> str:
             cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
                             for m in METRICS)
             lines.append(f"{mode + ' ' + label:22}{cells}")
+    hybrid = report["modes"].get("hybrid", {})
+    for label in ("by_lang", "by_document"):
+        for name, row in hybrid.get(label, {}).items():
+            cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
+                            for m in METRICS)
+            lines.append(f"{('hybrid ' + name)[:21]:22}{cells}  (n={int(row['n'])}, pooled)")
     lines += ["", "worst: the lowest fold (the highest for falseNM); pooled: every held-out answer scored together.",
               "hybrid, unseen: the same models, the held-out unanswerable cases without their failure family."]
     return "\n".join(lines)
@@ -258,15 +312,20 @@ def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str)
             hits.insert(result.promoted, hits.pop(0))
         cited = [(retriever.original(h.chunk.source), h.chunk.section) for h in hits]
         rank = first_hit(case, cited) if case["gold"] else None
+        gold = case["gold"][0] if case["gold"] else None
+        thread = str(case.get("source", ""))
         records.append(Record(str(case["id"]), bool(case["gold"]), rank, tuple(result.candidates), not hits,
-                              str(case.get("lang", ""))))
+                              str(case.get("lang", "")), thread,
+                              f"{gold['file']} > {gold['heading']}" if gold else f"none: {thread or case['id']}",
+                              gold["file"] if gold else ""))
     return records
 
 
-def collect(troubleshooter: Any, path: Path, modes: Sequence[str] = ("hybrid", "bm25", "dense")) -> dict[str, list[Record]]:
-    from agent.evaluate import load_cases
+def collect(troubleshooter: Any, paths: Path | Sequence[Path],
+            modes: Sequence[str] = ("hybrid", "bm25", "dense")) -> dict[str, list[Record]]:
+    from agent.evaluate import load_sets
 
-    cases = load_cases(path)
+    cases = load_sets([paths] if isinstance(paths, Path) else paths)
     return {mode: records_for(troubleshooter, cases, mode) for mode in modes}
 
 

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,20 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
     return cases
 
 
+def load_sets(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The cases of several files, in order; an id two files share is told apart by its file's name."""
+    cases = []
+    seen: set[str] = set()
+    for path in paths:
+        for case in load_cases(path):
+            case = dict(case, id=str(case["id"]))
+            if case["id"] in seen:
+                case["id"] = f"{path.stem}:{case['id']}"
+            seen.add(case["id"])
+            cases.append(case)
+    return cases
+
+
 def first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | None:
     for rank, (source, section) in enumerate(citations):
         for gold in case["gold"]:
@@ -45,14 +60,19 @@ def first_hit(case: dict[str, Any], citations: list[tuple[str, str]]) -> int | N
     return None
 
 
-def evaluate(troubleshooter: Troubleshooter, path: Path, cv: int | None = None, seed: int = 0) -> dict[str, Any]:
+def evaluate(troubleshooter: Troubleshooter, paths: Path | Sequence[Path], cv: int | None = None, seed: int = 0,
+             group: str = "case") -> dict[str, Any]:
+    """The metrics over the cases of ``paths``; with ``cv``, k-fold cross-validation whose folds never split a
+    ``group`` (agent.crossval.GROUPINGS: the case, its source thread, or its gold section)."""
+    paths = [paths] if isinstance(paths, Path) else list(paths)
     if cv is not None:
         from agent.crossval import collect, cross_validate, training_records
 
         if cv < 2:
             raise InputError("--cv needs at least 2 folds")
-        return cross_validate(collect(troubleshooter, path), cv, seed, training=training_records(troubleshooter))
-    cases = load_cases(path)
+        return cross_validate(collect(troubleshooter, paths), cv, seed, training=training_records(troubleshooter),
+                              group=group)
+    cases = load_sets(paths)
     report: dict[str, Any] = {"cases": len(cases), "answerable": sum(1 for c in cases if c["gold"]), "modes": {}}
     for mode in MODES:
         ranks: dict[str, int | None] = {}

@@ -82,7 +82,9 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     index.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=".md/.txt/.rst files or folders to add")
     index.add_argument("--rebuild", action="store_true", help="drop the index and build it again")
     evaluate = commands.add_parser("eval", help="retrieval metrics on a JSONL set, with BM25 and dense baselines")
-    evaluate.add_argument("cases", type=Path, metavar="FILE.jsonl")
+    evaluate.add_argument("cases", type=Path, nargs="+", metavar="FILE.jsonl", help="one or more case files, scored together")
+    evaluate.add_argument("--group", choices=("case", "thread", "section"), default="case",
+                          help="with --cv: keep the reports of one source thread, or of one gold section, in one fold")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.add_argument("--show", action="store_true", help="list every miss (with --cv: every fold)")
     evaluate.add_argument("--cv", type=int, metavar="K", help="k-fold cross-validation: what is fitted (the answerability "
@@ -324,7 +326,7 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         from agent.evaluate import evaluate, render_report
 
         troubleshooter = _troubleshooter(args)
-        report = evaluate(troubleshooter, args.cases, cv=args.cv)
+        report = evaluate(troubleshooter, args.cases, cv=args.cv, group=args.group)
         print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else render_report(report, args.show))
         return 0
     if args.command == "web":

@@ -142,3 +142,9 @@ def test_a_projects_flags_are_a_fix_only_for_that_projects_users() -> None:
     assert "--micro_rollout_batch_size" not in other.split("### Fixes", 1)[-1], other
     assert "--micro_rollout_batch_size" in own.split("### Fixes", 1)[-1], own
     assert "Written for LightRFT" in other and "Written for LightRFT" in own
+
+
+def test_a_line_that_already_warns_is_not_marked_and_a_pipe_is_another_programs() -> None:
+    warned = "- Do not `export NCCL_TIMEOUT=1800`: nothing reads it."
+    assert review(warned, "docs/team/x.md", "s", "en").text == warned
+    assert [f.name for f in flag_findings("NCCL_DEBUG=INFO torchrun <args> 2>&1 | grep -E 'Bootstrap'")] == []

@@ -131,3 +131,20 @@ def test_training_reports_are_read_against_a_real_index_and_left_out_without_the
             return type("R", (), {"snapshot": Snapshot()})()
 
     assert crossval.training_records(OtherIndex()) == []
+
+
+def test_grouped_folds_never_split_a_thread_or_a_section() -> None:
+    from agent.crossval import Record, folds, group_of
+
+    records = [Record(f"c{i}", i % 3 != 0, 0 if i % 3 else None, (), lang="en", thread=f"t{i // 4}",
+                      section=f"doc > h{i // 6}" if i % 3 else f"none: t{i // 4}", document="doc")
+               for i in range(48)]
+    for grouping in ("thread", "section"):
+        parts = folds(records, 4, seed=3, grouping=grouping)
+        assert sorted(i for part in parts for i in part) == list(range(48))  # every case in exactly one fold
+        home = {}
+        for f, part in enumerate(parts):
+            for i in part:
+                assert home.setdefault(group_of(records[i], grouping), f) == f, (grouping, i)
+        assert all(any(records[i].answerable for i in part) and any(not records[i].answerable for i in part)
+                   for part in parts)  # still both kinds in every fold
