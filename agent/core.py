@@ -22,6 +22,7 @@ from agent.presumptions import contradicted, gpu_archs, torch_version
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import Lang, language_of, say
 from common.settings import Settings, contain_caches
+from corpus.errorlines import pasted_first
 from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, only_if_quoted, search_terms
 
 log = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ class Troubleshooter:
         t0, question, job, timings = time.perf_counter(), facts.question, facts.job, facts.timings
         lang = language_of(question.text)
         source = say("bundle_machine", lang, name=facts.machine) if facts.machine else say("this_machine", lang)
-        shown_errors = [] if job is not None and job.root_cause is not None else facts.errors
+        shown_errors = [] if job is not None and job.root_cause is not None else pasted_first(facts.errors)
         lead = None
         if facts.runbook is not None:
             from agent.lead import runbook_lead

@@ -226,6 +226,7 @@ def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
     rows.update((mode, records) for mode, records in by_mode.items() if mode != "hybrid")
     models = [fit([hybrid[i] for i in range(len(hybrid)) if i not in set(held)] + list(training), features)
               for held in parts]
+    report["calibration"] = calibration(hybrid, parts, models)
     for mode, records in rows.items():
         refused = [r.no_hits for r in records]  # a plain baseline refuses only when it found nothing
         ranks = [r.rank for r in records]
@@ -245,6 +246,33 @@ def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
             "by_document": _pooled_by(records, refused, ranks, lambda r: r.document if r.answerable else ""),
         }
     return report
+
+
+CONFIDENCE_BINS = (0.0, 0.5, 0.75, 0.9, 1.01)  # 0.75: the weak-match line the answer states (guidance.json)
+
+
+def calibration(records: Sequence[Record], parts: Sequence[Sequence[int]], models: Sequence[Any]) -> list[dict[str, Any]]:
+    """How often the held-out section traindoc answers with is right, by the confidence it stated: per bin, the
+    answered cases, the share whose first section is a gold one (unanswerable cases count as wrong), and the mean
+    stated confidence. A calibrated model's share is close to its mean confidence."""
+    stated: list[tuple[float, bool]] = []
+    for held_out, model in zip(parts, models, strict=True):
+        for i in held_out:
+            record = records[i]
+            refused, rank = record.decided(model)
+            if refused:
+                continue
+            found = next((c for c in record.candidates if model.decide(c)[0]), None)
+            confidence = model.decide(found)[1] if found is not None else 0.0
+            stated.append((confidence, record.answerable and rank == 0))
+    rows = []
+    for low, high in zip(CONFIDENCE_BINS, CONFIDENCE_BINS[1:], strict=False):
+        inside = [(p, right) for p, right in stated if low <= p < high]
+        if inside:
+            rows.append({"bin": f"{low:.2f}-{min(high, 1.0):.2f}", "answered": len(inside),
+                         "right": round(sum(right for _, right in inside) / len(inside), 3),
+                         "stated": round(sum(p for p, _ in inside) / len(inside), 3)})
+    return rows
 
 
 def _pooled_by(records: Sequence[Record], refused: Sequence[bool], ranks: Sequence[int | None],
@@ -293,6 +321,10 @@ def render(report: dict[str, Any], folds_too: bool = False) -> str:
             cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
                             for m in METRICS)
             lines.append(f"{('hybrid ' + name)[:21]:22}{cells}  (n={int(row['n'])}, pooled)")
+    if report.get("calibration"):
+        lines += ["", "calibration (held out; right = the first section is a gold one):"]
+        lines += [f"  confidence {row['bin']}: {row['answered']} answered, right {row['right']:.2f}, stated {row['stated']:.2f}"
+                  for row in report["calibration"]]
     lines += ["", "worst: the lowest fold (the highest for falseNM); pooled: every held-out answer scored together.",
               "hybrid, unseen: the same models, the held-out unanswerable cases without their failure family."]
     return "\n".join(lines)

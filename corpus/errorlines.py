@@ -105,6 +105,22 @@ def error_lines(lines: Iterable[str], limit: int = 40) -> list[str]:
     return collector.result(limit)
 
 
+PASTED = re.compile(  # what output looks like: an exception with its message, a log prefix, a traceback frame
+    r"^\s*(?:\[[^\]]{1,40}\]:?\s*|\d{4}-\d\d-\d\d[ T]|\w+\.\w+:\d+|File \")|"
+    r"\b[A-Z]\w*(?:Error|Exception)(?::|$)|\bNCCL (?:WARN|INFO)\b"
+)
+PROSE = re.compile(r"[\u4e00-\u9fff][，。？！、]|[？?]\s*$")
+
+
+def pasted_first(lines: Iterable[str]) -> list[str]:
+    """The error lines to quote back to a person: where some are pasted output, those, not the lines of their own
+    prose that only mention a failure ("最后启动失败，日志停在：", "it failed, why?"). Retrieval keeps reading all
+    of them: dropping the prose ones cost 2 of 126 real reports their right section (R@1 0.81 -> 0.79 on dev2)."""
+    found = list(lines)
+    pasted = [line for line in found if PASTED.search(line) and not PROSE.search(line)]
+    return pasted or found
+
+
 def _lines(lines: Iterable[str]) -> Iterator[str]:
     for item in lines:
         yield from item.splitlines() if "\n" in item else (item,)

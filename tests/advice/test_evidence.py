@@ -55,3 +55,15 @@ def test_the_jobs_interpreter_is_read_from_its_traceback(tmp_path: Path) -> None
     assert job_python([log]) == str(ROOT / ".venv" / "bin" / "python")
     log.write_text('  File "/no/such/env/lib/python3.10/site-packages/torch/__init__.py", line 1\n', encoding="utf-8")
     assert job_python([log]) is None  # an interpreter that does not exist here is not probed
+
+
+def test_the_error_lines_quoted_back_are_the_pasted_ones() -> None:
+    from corpus.errorlines import error_lines, pasted_first
+
+    question = ("deepspeed 一直在等，最后启动失败，日志停在：\n"
+                "[2024-05-01 10:00:00,123] [INFO] [comm.py:637:init_distributed] Initializing TorchBackend\n"
+                "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n")
+    assert pasted_first(error_lines(question.splitlines())) == [
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"]
+    prose_only = ["my job failed with an error, why?"]
+    assert pasted_first(prose_only) == prose_only  # nothing pasted: the person's words are all there is

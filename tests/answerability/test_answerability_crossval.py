@@ -148,3 +148,17 @@ def test_grouped_folds_never_split_a_thread_or_a_section() -> None:
                 assert home.setdefault(group_of(records[i], grouping), f) == f, (grouping, i)
         assert all(any(records[i].answerable for i in part) and any(not records[i].answerable for i in part)
                    for part in parts)  # still both kinds in every fold
+
+
+def test_calibration_bins_hold_every_answered_held_out_case():
+    records = _records(60, 20)
+    report = cross_validate({"hybrid": records}, k=4)
+    rows = report["calibration"]
+    assert rows and all(0.0 <= row["right"] <= 1.0 and 0.0 <= row["stated"] <= 1.0 for row in rows)
+    answered = sum(row["answered"] for row in rows)
+    pooled = report["modes"]["hybrid"]["pooled"]
+    refused_negatives = round(pooled["negatives"] * 20)
+    refused_positives = round(pooled["false_no_match"] * 60)
+    assert answered == 80 - refused_negatives - refused_positives
+    assert rows[-1]["right"] >= rows[0]["right"]  # separable evidence: surer answers are right more often
+    assert "calibration" in crossval.render(report)
