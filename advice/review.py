@@ -214,6 +214,14 @@ class _Reviewer:
         return line.rstrip() + "".join(dict.fromkeys(marks)) if marks else line
 
 
+def _notes(notes: list[str]) -> list[str]:
+    """The notes after a block, each its own paragraph of one quote (a bare ">" between them)."""
+    lines: list[str] = []
+    for note in notes:
+        lines.extend([*([">"] if lines else []), f"{NOTE_PREFIX}{note.removeprefix('⚠ traindoc')}"])
+    return lines
+
+
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
@@ -238,7 +246,7 @@ def review(text: str, source: str, section: str, lang: Lang, *, question: str = 
             shown, notes = reviewer.code_block(block)
             if shown:
                 out.extend([opening, *shown, line])
-            out.extend(f"{NOTE_PREFIX}{note.removeprefix('⚠ traindoc')}" for note in notes)
+            out.extend(_notes(notes))
             block = None
             continue
         if block is not None:
@@ -248,7 +256,7 @@ def review(text: str, source: str, section: str, lang: Lang, *, question: str = 
     if block is not None:  # an unclosed fence: the rest is code
         shown, notes = reviewer.code_block(block)
         out.extend([opening, *shown])
-        out.extend(f"{NOTE_PREFIX}{note.removeprefix('⚠ traindoc')}" for note in notes)
+        out.extend(_notes(notes))
     flags = [Flag("curated", "corrected", fact.code, None, fact.note, fact.sources, fact.code) for fact in applied]
     section_notes = [f"traindoc corrected this section: {fact.note}" for fact in applied]
     if project is not None:

@@ -69,7 +69,7 @@ def _split_blocks(text: str) -> tuple[list[str], list[str]]:
     current: list[str] | None = None
     attach = False  # the previous line closed a block (or was a note attached to it)
     for line in text.splitlines():
-        if line.startswith(NOTE_PREFIX) and current is None and attach:
+        if (line.startswith(NOTE_PREFIX) or line.strip() == ">") and current is None and attach:
             code[-1] += "\n" + line
             continue
         attach = False
