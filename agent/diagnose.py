@@ -112,11 +112,29 @@ def job_python(log_paths: Sequence[Path]) -> str | None:
     return None
 
 
+def running_job_python(proc_root: Path = Path("/proc")) -> str | None:
+    """The interpreter of the one training job running on this machine (its rank's argv[0], as its launcher
+    started it, so a venv stays a venv), when there is exactly one and that interpreter exists here."""
+    from jobs.procs import find_jobs
+
+    try:
+        jobs = [job for job in find_jobs(proc_root, timeout_s=1.0) if job.workers]
+    except OSError:
+        return None
+    if len(jobs) != 1:
+        return None  # none, or several: which one the question is about is not known
+    argv0 = jobs[0].workers[0].argv[0] if jobs[0].workers[0].argv else ""
+    path = Path(argv0)
+    if path.is_absolute() and "python" in path.name and path.is_file() and os.access(path, os.X_OK):
+        return str(path)
+    return None
+
+
 def probe_context(request: ProbeRequest):  # type: ignore[no-untyped-def]
     from tools.base import ProbeContext
 
     return ProbeContext(
-        python=request.python or job_python(request.log_paths),
+        python=request.python or job_python(request.log_paths) or running_job_python(),
         ports=ports_in(request.text, request.environ),
         log_paths=request.log_paths,
         allowed_roots=(),

@@ -67,3 +67,31 @@ def test_the_error_lines_quoted_back_are_the_pasted_ones() -> None:
         "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"]
     prose_only = ["my job failed with an error, why?"]
     assert pasted_first(prose_only) == prose_only  # nothing pasted: the person's words are all there is
+
+
+def test_the_interpreter_of_the_one_running_job_is_probed(tmp_path: Path) -> None:
+    """A real process a launcher would have started (RANK/LOCAL_RANK in its environment, the venv's python as its
+    argv[0]); it is stopped by its process group whatever happens."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from agent.diagnose import running_job_python
+
+    python = ROOT / ".venv" / "bin" / "python"
+    env = {"PATH": os.environ.get("PATH", ""), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511", "TORCHELASTIC_RUN_ID": f"probe-{os.getpid()}"}
+    rank = subprocess.Popen([str(python), "-c", "import time; time.sleep(60)"], env=env, cwd=tmp_path,
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        found = None
+        while time.monotonic() < deadline and found is None:
+            found = running_job_python()
+            time.sleep(0.2)
+        assert found == str(python)
+    finally:
+        os.killpg(rank.pid, signal.SIGKILL)
+        rank.wait()
+    assert running_job_python() is None  # no job running: nothing is guessed from it
