@@ -79,7 +79,7 @@ def _namespace(row: dict[str, Any]) -> Namespace:
         row["id"], row["kind"], row["project"], re.compile(row["pattern"]) if row.get("pattern") else None,
         re.compile(row["command"]) if row.get("command") else None, row.get("version", ""),
         tuple(row.get("sources", ())), frozenset(row.get("known", ())), dict(row.get("deprecated", {})),
-        dict(row.get("not_read", {})), bool(row.get("complete", row["kind"] in ("env", "key") or row["id"] != "vllm_engine_args")),
+        dict(row.get("not_read", {})), bool(row.get("complete", True)),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
@@ -94,16 +94,12 @@ class _Reviewer:
     def claim_of(self, line: str) -> Claim | None:
         return next((c for c in self.claims if c.pattern.search(line)), None)
 
-    def name_flags(self, line: str, in_code: bool) -> Iterator[tuple[NameFinding, str | None]]:
-        """Flagged names on the line, each with the line rewritten to its replacement (None: not rewritten)."""
+    def name_flags(self, line: str, in_code: bool) -> Iterator[NameFinding]:
+        """The names on the line that are flagged, or a project's own (labelled)."""
         findings = list(env_findings(line))
         if in_code:
             findings += list(flag_findings(line, self.project.name if self.project else None))
-        for finding in findings:
-            if finding.status == "deprecated":
-                yield finding, self._deprecated_line(finding, line)
-            elif finding.flagged or finding.status == "project":
-                yield finding, None
+        yield from (f for f in findings if f.flagged or f.status == "project")
 
     def _deprecated_line(self, finding: NameFinding, line: str) -> str | None:
         yours, since = version_tuple(self.torch_version), version_tuple(finding.since)
@@ -165,13 +161,13 @@ class _Reviewer:
                 self.flags.append(Flag("install", "risky_install", line.strip(), new.strip(), reason, install.sources))
                 continue
             new_line = line
-            for finding, rewritten in self.name_flags(line, in_code=True):
+            for finding in self.name_flags(line, in_code=True):
                 if finding.status == "project":  # labelled once for the section (notes), not flagged
                     self.flags.append(Flag("name", "project", line.strip(), line.strip(), finding.project, (), finding.name))
                     continue
                 reason = self.name_note(finding)
-                if rewritten is not None:
-                    new_line = self._rewrite(new_line, finding)
+                if finding.status == "deprecated":  # shown with its replacement, where the user's torch has it
+                    new_line = self._deprecated_line(finding, new_line) or new_line
                 if finding.status == "not_read" and re.search(rf"(?<![\w$]){re.escape(finding.name)}=", line):
                     new_line = ""  # setting a variable nothing reads: left out (a quoted message naming it stays)
                 notes.append(_say("caveat", self.lang, original=finding.name, verdict=_verdict(finding.status, self.lang),
@@ -190,10 +186,6 @@ class _Reviewer:
                                        (finding.source,) if finding.source else (), finding.name))
         return shown, list(dict.fromkeys(notes))
 
-    def _rewrite(self, line: str, finding: NameFinding) -> str:
-        rewritten = self._deprecated_line(finding, line)
-        return rewritten if rewritten is not None else line
-
     # --- a prose line -------------------------------------------------------------------------------------------
     def prose(self, line: str) -> str:
         claim = self.claim_of(line)
@@ -204,7 +196,7 @@ class _Reviewer:
         marks = []
         if NEGATED.match(line):  # "Do not export NCCL_TIMEOUT": the line already says so
             return line
-        for finding, _ in self.name_flags(line, in_code=False):
+        for finding in self.name_flags(line, in_code=False):
             if finding.status == "project":
                 continue
             reason = self.name_note(finding)
@@ -220,6 +212,12 @@ def _notes(notes: list[str]) -> list[str]:
     for note in notes:
         lines.extend([*([">"] if lines else []), f"{NOTE_PREFIX}{note.removeprefix('⚠ traindoc')}"])
     return lines
+
+
+def with_notes(text: str, notes: Sequence[str]) -> str:
+    """A reviewed section as a plain quote (a model's tool result, a source the user expands): its text, then
+    traindoc's section-wide notes."""
+    return text + "".join(f"\n({note})" for note in notes)
 
 
 def _indent(line: str) -> str:
@@ -265,4 +263,4 @@ def review(text: str, source: str, section: str, lang: Lang, *, question: str = 
     return Reviewed("\n".join(out), tuple(flags + reviewer.flags), project.name if project else None, tuple(section_notes))
 
 
-__all__ = ["NOTE_PREFIX", "Flag", "Reviewed", "review"]
+__all__ = ["NOTE_PREFIX", "Flag", "Reviewed", "review", "with_notes"]

@@ -18,7 +18,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from advice.curated import Correction, correct
 from advice.review import NOTE_PREFIX
 from agent.answer import Citation, FindingView
 from common.language import Lang, language_of, say
@@ -220,18 +219,9 @@ def compose(
             quoted = [block for block in code if not _is_fix(block)]
             if quoted:
                 parts.extend([say("documented_error", lang), "", quoted[0], ""])
-        fixes.extend((block, citation) for block in code if _is_fix(block))
+        fixes.extend(_fix_blocks(citation, code, "\n".join([question, *error_lines])))
     parts.append("")
-    report = "\n".join([question, *error_lines])  # another framework's user: a project's own flags are no fix
-    fixes = [(block, c) for block, c in fixes if _project_fixes_apply(c, report) or not _project_flags(block, c)]
-    fixes = _dedupe(fixes)[: MAX_FIX_BLOCKS + 1]
-    if fixes:
-        parts.append(f"### {say('fixes', lang)}")
-        for i, (block, citation) in enumerate(fixes, 1):
-            parts.append(say("fix_item", lang, i=i, n=citation.n, title=_shown_title(citation)))
-            parts.append("")
-            parts.append(block)
-            parts.append("")
+    parts.extend(_fix_list(say("fixes", lang), _dedupe(fixes)[: MAX_FIX_BLOCKS + 1], lang))
     for note, where in notes.items():
         parts.append(f"> **{say('stale', lang, where=where)}** {note}")
         parts.append("")
@@ -241,6 +231,22 @@ def compose(
         parts.append(f"### {say('see_also', lang)}")
         parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
     return "\n".join(parts).strip()
+
+
+def _fix_blocks(citation: Citation, code: Sequence[str], report: str) -> list[tuple[str, Citation]]:
+    """The section's code blocks that are fixes for this asker: a project's own flags only for a user whose
+    ``report`` (question and error lines) names that project."""
+    return [(block, citation) for block in code if _is_fix(block)
+            and (_project_fixes_apply(citation, report) or not _project_flags(block, citation))]
+
+
+def _fix_list(heading: str, fixes: Sequence[tuple[str, Citation]], lang: Lang) -> list[str]:
+    if not fixes:
+        return []
+    parts = [f"### {heading}", ""]
+    for i, (block, citation) in enumerate(fixes, 1):
+        parts.extend([say("fix_item", lang, i=i, n=citation.n, title=_shown_title(citation)), "", block, ""])
+    return parts
 
 
 def _same_kind_fixes(citations: Sequence[Citation], kind: str | None, report: str, lang: Lang) -> list[str]:
@@ -253,15 +259,11 @@ def _same_kind_fixes(citations: Sequence[Citation], kind: str | None, report: st
         about = section_kinds(citation.source, citation.section)
         if kind not in about.kinds or about.role != "fix":
             continue
-        _, code = _split_blocks(citation.text)
-        fixes.extend((block, citation) for block in code if _is_fix(block)
-                     and (_project_fixes_apply(citation, report) or not _project_flags(block, citation)))
+        fixes.extend(_fix_blocks(citation, _split_blocks(citation.text)[1], report))
     fixes = _dedupe(fixes)[:MAX_FIX_BLOCKS]
     if not fixes:
         return []
-    parts = [f"### {say('more_fixes', lang)}", ""]
-    for i, (block, citation) in enumerate(fixes, 1):
-        parts.extend([say("fix_item", lang, i=i, n=citation.n, title=_shown_title(citation)), "", block, ""])
+    parts = _fix_list(say("more_fixes", lang), fixes, lang)
     notes = [f"> [{c.n}] {note}" for c in dict.fromkeys(c for _, c in fixes) for note in c.notes]
     return parts + ([*notes, ""] if notes else [])
 
@@ -272,8 +274,7 @@ def codes_markdown(codes: Sequence[CodeMeaning], lang: Lang) -> list[str]:
         return []
     parts = [f"### {say('codes_mean', lang)}"]
     for code in codes:
-        head, meaning = code.said(lang).split(": ", 1)
-        parts.append(f"- **{head}**: {meaning} ({code.source.split(' ; ')[0]})")
+        parts.append(f"- **{code.head}**: {code.meaning_in(lang)} ({code.source.split(' ; ')[0]})")
         if code.check:
             parts.append(f"  - {say('code_check', lang)}: {code_span(code.check)}")
         if code.fix:
@@ -299,4 +300,4 @@ def _no_match(parts: list[str], recognised: list[str], confidence: float | None,
     return "\n".join(parts).strip()
 
 
-__all__ = ["Correction", "compose", "correct", "what_to_collect"]
+__all__ = ["codes_markdown", "compose", "what_to_collect"]

@@ -265,16 +265,16 @@ class Troubleshooter:
         lang = language_of(question.text)
         source = say("bundle_machine", lang, name=facts.machine) if facts.machine else say("this_machine", lang)
         shown_errors = [] if job is not None and job.root_cause is not None else pasted_first(facts.errors)
+        evidence = self._machine_evidence(question, job, None)  # the user's torch, the codes the input shows
         lead = None
         if facts.runbook is not None:
             from agent.lead import runbook_lead
 
-            lead = runbook_lead(facts.runbook, job, lang)
-            lead = review(lead, facts.runbook.source, facts.runbook.title, lang,
-                          torch_version=torch_version(self._machine_evidence(question, job, None))).text
+            lead = review(runbook_lead(facts.runbook, job, lang), facts.runbook.source, facts.runbook.title, lang,
+                          torch_version=torch_version(evidence)).text
         from jobs.codes import meanings
 
-        shown_codes = meanings(self._machine_evidence(question, job, None))
+        shown_codes = meanings(evidence)
         body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
                        source, confidence=facts.confidence, nearest=facts.nearest, lead=lead, codes=shown_codes,
                        lead_kind=facts.runbook.kind if facts.runbook is not None else None)

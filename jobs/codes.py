@@ -32,10 +32,16 @@ class CodeMeaning:
     source: str
     line: str  # where the log shows it
 
-    def said(self, lang: Lang) -> str:
+    @property
+    def head(self) -> str:
         label = {"cuda_error": "CUDA error", "nccl_result": "NCCL result", "xid": "Xid"}.get(self.family, self.family)
-        head = f"{label} {self.code} ({self.name})" if self.code.isdigit() else f"{label} {self.name}"
-        return f"{head}: {self.meaning.get(lang) or self.meaning['en']}"
+        return f"{label} {self.code} ({self.name})" if self.code.isdigit() else f"{label} {self.name}"
+
+    def meaning_in(self, lang: Lang) -> str:
+        return self.meaning.get(lang) or self.meaning["en"]
+
+    def said(self, lang: Lang) -> str:
+        return f"{self.head}: {self.meaning_in(lang)}"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.answer import Answer, Citation
+from advice.review import with_notes
+from agent.answer import Answer
 from agent.core import Question, Troubleshooter
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
@@ -69,11 +70,6 @@ def shown(markdown: str) -> str:
     return inert_markdown(mask(markdown))
 
 
-def _with_notes(citation: Citation) -> str:
-    """A source as the answer showed it (advice.review ran in ask()), with traindoc's notes on it."""
-    return citation.text + "".join(f"\n({note})" for note in citation.notes)
-
-
 def sources_html(answer: Answer | None) -> str:
     if answer is None or not answer.citations:
         return "<div class='traindoc-sources'><em>No sources for this answer.</em></div>" if answer else ""
@@ -81,7 +77,7 @@ def sources_html(answer: Answer | None) -> str:
     for c in answer.citations:
         items.append(
             f"<details><summary>[{c.n}] {html.escape(mask(Path(c.source).name))} › {html.escape(mask(c.cited_as))}</summary>"
-            f"<pre>{html.escape(mask(_with_notes(c)))}</pre></details>"
+            f"<pre>{html.escape(mask(with_notes(c.text, c.notes)))}</pre></details>"
         )
     return "<div class='traindoc-sources'><strong>Sources</strong>" + "".join(items) + "</div>"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from advice.review import review
+from advice.review import review, with_notes
 from agent.events import EventSink, StepFinished, StepStarted, ignore
 from common.language import language_of
 from common.redaction import Redactor
@@ -91,7 +91,7 @@ class Toolbox:
                 original = self.retriever.original(hit.chunk.source)  # a rendering is cited as its original
                 self.chunks.setdefault(hit.chunk.chunk_id, replace(hit, chunk=replace(hit.chunk, source=original)))
                 checked = review(hit.chunk.text[:900], original, hit.chunk.section, language_of(query), question=query)
-                text = checked.text + "".join(f"\n({note})" for note in checked.notes)  # never stale advice
+                text = with_notes(checked.text, checked.notes)  # never stale advice
                 name = Path(original).name
                 blocks.append(f"[doc:{hit.chunk.chunk_id}] {name} › {hit.chunk.section}\n{text}")
             return "\n\n".join(blocks)
