@@ -219,6 +219,10 @@ class Troubleshooter:
                      text=s.chunk.text, lang=s.lang, title=s.title)
             for i, (h, s) in enumerate(zip(result.hits, shown, strict=True), 1)
         ]
+        from corpus.retrieval import QUOTED
+
+        # The sections that quote the question's own error message (they are about it, whatever else they cover).
+        quoting = {c.chunk_id for c, h in zip(citations, result.hits, strict=True) if h.signals.get("error", 0) >= QUOTED}
         nearest: list[Citation] = []
         no_match, confidence = result.no_match, result.confidence
         if no_match:
@@ -226,13 +230,14 @@ class Troubleshooter:
         elif wrong := contradicted(citations, gpu_archs(self._machine_evidence(question, job, diagnosis))):
             citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in wrong), 1)]
             no_match = not citations  # a section written for another GPU is not the answer
-        from agent.lead import Retrieved, choose, lead_with
+        from agent.lead import CHOSEN_CONFIDENCE, Retrieved, choose, documents_after, lead_with
 
         runbook = None
         best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
         if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
                              None if result.no_match else result.confidence)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
+            citations = documents_after(runbook, confidence == CHOSEN_CONFIDENCE, citations, quoting)
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
         evidence = self._machine_evidence(question, job, diagnosis)
         citations = [reviewed(c, lang, evidence) for c in citations]  # nothing is shown unchecked

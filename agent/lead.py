@@ -7,15 +7,16 @@ sections retrieval found follow as See also, so a section about another kind nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from agent.answer import Citation
 from common.language import Lang, say
+from corpus.kinds import about_other_kinds
 from jobs.diagnosis import JobDiagnosis
 from jobs.render import worsening
 from runbooks.catalog import Item, Runbook
-from runbooks.choose import for_category, for_lines, in_language, kind_of_source
+from runbooks.choose import for_category, for_hang, for_lines, in_language, kind_of_source, related_kinds
 from runbooks.render import citation_chunk_id, citation_section, job_facts, runbook_markdown
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
@@ -32,17 +33,18 @@ class Retrieved:
 def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lang, retrieved: Retrieved | None = None,
            documents: float | None = None) -> tuple[Runbook, float | None] | None:
     """(the runbook in ``lang``, the confidence that it answers) or None. The diagnosis decides first; then the
-    error lines' messages, then the question's; then the runbook retrieval found to answer, when a document section
-    answers too (``documents``: the confidence that the best one does, None when none does) and retrieval is at
-    least as sure of the runbook: a runbook is checked against upstream and gives its fixes in order, so it leads
-    the section (which stays cited). Where no section answers, a runbook's likeness alone is not trusted: the
-    answerability model was fitted on the documents, and a runbook's broad words read like many questions."""
+    error lines' messages, then the question's, then the stage a hang is reported at; then the runbook retrieval
+    found to answer, when a document section answers too (``documents``: the confidence that the best one does,
+    None when none does) and retrieval is at least as sure of the runbook: a runbook is checked against upstream
+    and gives its fixes in order, so it leads the section (which stays cited). Where no section answers, a
+    runbook's likeness alone is not trusted: the answerability model was fitted on the documents, and a runbook's
+    broad words read like many questions."""
     if job is not None and job.root_cause is not None:
         book = for_category(job.root_cause.category, [*job.root_cause.evidence, *job.search_lines])
         if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
             return None
     else:  # an error line's message first: an informational line a log also shows must not win
-        book = for_lines(errors) or for_lines(text.splitlines())
+        book = for_lines(errors) or for_lines(text.splitlines()) or for_hang(text)
     if book is not None:
         chosen = in_language(book.kind, lang)
         return (chosen, CHOSEN_CONFIDENCE) if chosen is not None else None
@@ -52,6 +54,23 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
         return None  # a runbook that only reads alike is trusted where a document section answers too
     chosen = in_language(kind, lang)
     return (chosen, retrieved.confidence) if chosen is not None else None
+
+
+def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:
+    """The sections that may follow the runbook: those not recorded as being about another kind of failure than
+    the runbook's (or a kind related to it, runbooks.choose.related_kinds), unless the section quotes the question's
+    own error message (``quoting``: chunk ids). A section about a port clash is no answer to an fp16 overflow."""
+    kinds = related_kinds(book.kind)
+    return [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
+
+
+def documents_after(book: Runbook, established: bool, answering: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:
+    """The documents' sections cited after the runbook: those the answerability check let through (``answering``);
+    where the kind is ``established`` (the diagnosis's, the pasted message's or the reported hang stage's, not a
+    likeness), less those about another failure. Citing the sections recorded about the kind where none answered
+    cost 2 of 25 held-out unanswerable reports their right no_match (a device-side assert is not the seed's CUDA set-up)
+    and won one answerable report of 158: a kind says which failure, not that a section answers this report of it."""
+    return about_the_same_failure(book, answering, quoting) if established else list(answering)
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:
@@ -85,4 +104,4 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
                             evidence=[*root.evidence, *job.search_lines])
 
 
-__all__ = ["CHOSEN_CONFIDENCE", "Retrieved", "choose", "lead_with", "runbook_lead"]
+__all__ = ["CHOSEN_CONFIDENCE", "Retrieved", "about_the_same_failure", "choose", "documents_after", "lead_with", "runbook_lead"]

@@ -20,7 +20,7 @@ import numpy as np
 @dataclass(frozen=True)
 class Family:
     name: str
-    kind: str  # "error" or "platform"
+    kind: str  # "error", "platform" (vetoes sections that never name it) or "framework" (named, never a veto)
     detect: re.Pattern[str]
     cover: re.Pattern[str]
 
@@ -60,10 +60,16 @@ def covered(text: str) -> frozenset[str]:
 class Recognition:
     platforms: tuple[Family, ...]
     errors: tuple[Family, ...]
+    frameworks: tuple[Family, ...] = ()  # named in the question: shown, never a veto (a JAX job's NCCL error is NCCL's)
 
     @property
     def names(self) -> list[str]:
-        return [f.name for f in self.platforms + self.errors]
+        return [f.name for f in self.platforms + self.errors + self.frameworks]
+
+    @property
+    def ranks(self) -> bool:
+        """A platform or an error family was recognised: sections about it rank first."""
+        return bool(self.platforms or self.errors)
 
     def evidence(self, covers: np.ndarray, row: int) -> tuple[float, float]:
         """(family, platform) for one chunk, as corpus.answerability reads them: family +1 when the chunk
@@ -89,8 +95,13 @@ class Recognition:
 
 
 def recognise(question: str, error_lines: list[str]) -> Recognition:
-    """Platforms anywhere in the text; error families in the error lines (or a short question)."""
-    platforms = tuple(f for f in detect(question) if f.kind == "platform")
+    """Platforms anywhere in the text, frameworks where an error line is theirs; error families in the error lines (or
+    a short question)."""
+    found = detect(question)
+    in_errors = detect("\n".join(error_lines)) if error_lines else []
+    # A framework's own error line (its message, its library) makes the failure that framework's: then it counts as
+    # a platform. Named only in the prose ("my JAX job"), the failure the lines show is what is answered.
+    platforms = tuple(f for f in found if f.kind == "platform" or (f.kind == "framework" and f in in_errors))
     scope = "\n".join(error_lines) if error_lines else (question if len(question) < 600 else "")
     errors = tuple(f for f in detect(scope) if f.kind == "error")
-    return Recognition(platforms, errors)
+    return Recognition(platforms, errors, tuple(f for f in found if f.kind == "framework" and f not in platforms))

@@ -188,13 +188,13 @@ class Retriever:
         recognition = recognise(query, errors)
         coverage = recognition.coverage_matrix(self.snapshot.families)
         answerable = coverage > 0
-        if mode == "hybrid" and recognition.names:
+        if mode == "hybrid" and recognition.ranks:
             fused = fused + self.weights.family * coverage
         if boost_text and mode == "hybrid":
             # Words of what a probe found on the machine: the sections about it move up.
             fused = fused + self.weights.probe * _scaled(self.snapshot.bm25.scores(tokenize(boost_text)) * keep)
-        hits = self._best_per_section(fused, signals, k * 2 if recognition.names else k)
-        if mode == "hybrid" and recognition.names:
+        hits = self._best_per_section(fused, signals, k * 2 if recognition.ranks else k)
+        if mode == "hybrid" and recognition.ranks:
             # A section about the recognised failure outranks one that only shares words with it.
             hits.sort(key=lambda h: not answerable[self._position[h.chunk.chunk_id]])
             hits = hits[:k]

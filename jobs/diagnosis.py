@@ -15,7 +15,9 @@ from importlib import resources
 from typing import Any, Literal
 
 # A question (or a log's last line) that says the job hangs.
-HANG_WORDS = re.compile(r"(?i)\b(?:hang|hangs|hanging|hung|stuck|freez\w*|no progress|not progressing|deadlock\w*)\b|卡住|卡死|挂起|不动")
+# Letters, not \b, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too.
+HANG_WORDS = re.compile(r"(?i)(?<![a-z])(?:hang|hangs|hanging|hung|stuck|freez\w*|no progress|not progressing|deadlock\w*)"
+                        r"(?![a-z])|卡住|卡死|卡在|挂起|不动|一直在等|一直等待|没有反应|无响应")
 
 # What went wrong first. `rank` is None when no single rank is to blame.
 Category = Literal[

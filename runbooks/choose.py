@@ -11,10 +11,12 @@ one of its messages appears in the error lines or the question.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
 
+from jobs.diagnosis import HANG_WORDS
 from runbooks.catalog import Runbook, runbooks
 
 
@@ -59,6 +61,36 @@ def for_lines(lines: Sequence[str]) -> Runbook | None:
     return _best_quoted(_kinds().values(), lines)
 
 
+# Triage categories every kind of failure can fall under: sharing one of them makes two kinds no relatives.
+BROAD_CATEGORIES = frozenset({"config", "exception", "unknown"})
+
+
+def related_kinds(kind: str) -> frozenset[str]:
+    """``kind`` and the kinds that share a specific triage category with it (an extension built without the GPU's
+    arch and the PyTorch build without it are both ``arch_mismatch``; fp16 loss-scale overflow and NaN loss both
+    ``nan``): a section about one of them is about the same failure."""
+    books = _kinds()
+    own = set(books[kind].triage) - BROAD_CATEGORIES if kind in books else set()
+    return frozenset({kind} | {other for other, book in books.items() if own & set(book.triage)})
+
+
+@cache
+def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
+    table = json.loads(resources.files("runbooks").joinpath("data/hang_stages.json").read_text(encoding="utf-8"))
+    return tuple((row["kind"], tuple(re.compile(word, re.IGNORECASE) for word in row["words"])) for row in table["stages"])
+
+
+def for_hang(text: str) -> Runbook | None:
+    """The English runbook for a report that says its job hangs and names where (data/hang_stages.json): "deepspeed
+    一直在等 ... Initializing TorchBackend" is a DeepSpeed start-up hang. Read from the report's first 4,000
+    characters (a prose question, or a paste's opening)."""
+    head = text[:4000]
+    if HANG_WORDS.search(head) is None:
+        return None
+    books = _kinds()
+    return next((books[kind] for kind, words in _stages() if kind in books and any(w.search(head) for w in words)), None)
+
+
 def kind_of_source(source: str) -> str | None:
     """The kind of a cited runbook file (``corpus/runbooks/<lang>/<kind>.md``), else None."""
     for book in runbooks().values():
@@ -67,4 +99,4 @@ def kind_of_source(source: str) -> str | None:
     return None
 
 
-__all__ = ["for_category", "for_lines", "in_language", "kind_of_source"]
+__all__ = ["BROAD_CATEGORIES", "for_category", "for_hang", "for_lines", "in_language", "kind_of_source", "related_kinds"]

@@ -123,3 +123,18 @@ def test_a_guessed_interpreter_is_named_and_does_not_lead(cli: CliRunner) -> Non
     compat = [f for f in answer["findings"] if f["probe"] == "torch_cuda_compat"]
     assert compat and all(f["status"] != "problem" for f in compat), compat
     assert any("first python on PATH" in f["summary"] for f in compat) or any(f["status"] == "unavailable" for f in compat)
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_a_runbook_answer_cites_no_document_section_about_another_failure(cli: CliRunner) -> None:
+    """A bf16 error is answered by its runbook; the seed sections about a CUDA arch mismatch read alike (a GPU, a
+    PyTorch version) but are about another failure: they are not cited after it. A JAX job's NCCL interface error
+    is answered from the documents: JAX named in the prose is no veto."""
+    answer = _ask(cli, "--no-probes", "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, "
+                  "using Ampere GPU with cuda>=11.0")
+    assert Path(answer["citations"][0]["source"]).name == "bf16_unsupported.md", answer["citations"]
+    assert not any("CUDA兼容性问题" in c["section"] for c in answer["citations"]), answer["citations"]
+    jax = _ask(cli, "--no-probes", "Multi-node training with JAX fails on the second node\n"
+               "NCCL WARN Bootstrap : no socket interface found")
+    seeds = [c for c in jax["citations"] if re.match(r"00\d_", Path(c["source"]).name)]
+    assert not jax["no_match"] and seeds, jax["citations"]

@@ -114,6 +114,25 @@ def test_family_and_platform_evidence(question, section_text, family, platform):
     assert recognise(question, []).evidence(covers, 0) == (family, platform)
 
 
+def _platform(question: str, errors: list[str]) -> float:
+    names = [f.name for f in catalogue()]
+    covers = np.zeros((1, len(names)), dtype=bool)
+    for name in covered("NCCL_SOCKET_IFNAME picks the interface: Bootstrap : no socket interface found"):
+        covers[0, names.index(name)] = True
+    return recognise(question, errors).evidence(covers, 0)[1]
+
+
+def test_a_framework_named_in_the_prose_is_no_veto_but_its_own_error_line_is():
+    """JAX, TensorFlow or bitsandbytes in the asker's words do not make an NCCL failure theirs; an error line that is
+    the framework's own (its message, its library) does. Hardware platforms veto wherever they are named."""
+    nccl = ["NCCL WARN Bootstrap : no socket interface found"]
+    assert _platform("Multi-node JAX training fails\nNCCL WARN Bootstrap : no socket interface found", nccl) == 0.0
+    assert "JAX" in recognise("Multi-node JAX training fails", nccl).names  # still named in the answer
+    own = ["jaxlib.xla_extension.XlaRuntimeError: INTERNAL: no socket interface found"]
+    assert _platform("Multi-node training fails\n" + own[0], own) == -1.0
+    assert _platform("on our ROCm MI250 nodes: NCCL WARN Bootstrap : no socket interface found", nccl) == -1.0
+
+
 def _model(**weights: float) -> AnswerabilityModel:
     return AnswerabilityModel(tuple(weights.get(f, 0.0) for f in FEATURES), 0.0, (0.0,) * len(FEATURES),
                               (1.0,) * len(FEATURES), 0.5)

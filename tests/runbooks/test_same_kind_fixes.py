@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from clikit import ROOT
 
 from agent.answer import Citation
 from agent.compose import compose
 from agent.core import reviewed
-from agent.lead import lead_with
+from agent.lead import about_the_same_failure, documents_after, lead_with
 from common.settings import Settings
 from corpus.indexer import document_chunks
 from corpus.kinds import answers_kind, section_kinds
 from runbooks.catalog import runbooks
+from runbooks.choose import for_hang, related_kinds
 
 TIMEOUT_004 = "故障排除指南 > 分布式训练问题 > 问题：NCCL 超时"
 PORT_002 = "DeepSpeed卡住问题解决方案 > 常见错误及解决方案 > 错误2: 端口被占用"
@@ -61,3 +63,54 @@ def test_every_seed_section_is_placed_and_every_kind_is_a_runbook() -> None:
         assert placed.role in ("fix", "diagnosis", "overview"), chunk.section
         assert set(placed.kinds) <= kinds, (chunk.section, placed.kinds)
     assert answers_kind("corpus/renderings/en/004_f7d4acab9feaf887.md", TIMEOUT_004, "collective_timeout")
+
+
+ARCH_000 = "错误排查指南 > 错误1: CUDA兼容性问题（主要问题） > 解决方案 > 方案1：升级PyTorch（推荐）"
+TUNING_004 = "故障排除指南 > 训练问题 > 问题：训练极其缓慢"
+
+
+def test_kinds_sharing_a_specific_triage_category_are_related_and_broad_ones_relate_nothing() -> None:
+    assert "arch_mismatch" in related_kinds("extension_arch")  # both arch_mismatch
+    assert "nan_loss" in related_kinds("fp16_loss_scale")  # both nan
+    assert "bad_arguments" in related_kinds("local_rank_argument")
+    assert related_kinds("wrong_device") == {"wrong_device"}  # only "exception": every kind can be one
+    assert "port_in_use" not in related_kinds("cuda_oom")
+
+
+def test_after_a_runbook_a_section_about_another_failure_is_not_cited_unless_it_quotes_the_error() -> None:
+    """A bf16 error answered by its runbook: the seed's arch-mismatch fix is about another failure and is left out;
+    a section about no recorded kind (tuning) is not judged; a section quoting the asked error always stays."""
+    book = runbooks()[("bf16_unsupported", "en")]
+    arch, tuning = _seed_citation(2, ARCH_000), _seed_citation(3, TUNING_004)
+    assert [c.section for c in about_the_same_failure(book, [arch, tuning], set())] == [TUNING_004]
+    assert [c.section for c in about_the_same_failure(book, [arch, tuning], {arch.chunk_id})] == [ARCH_000, TUNING_004]
+    related = runbooks()[("extension_arch", "en")]  # an extension without the GPU's arch: the same failure family
+    assert [c.section for c in about_the_same_failure(related, [arch], set())] == [ARCH_000]
+
+
+INIT_002 = "DeepSpeed卡住问题解决方案 > 问题描述"
+
+
+@pytest.mark.parametrize(
+    ("report", "kind"),
+    [
+        ("用预训练脚本启动时 deepspeed 一直在等，日志停在：Initializing TorchBackend in DeepSpeed with backend nccl",
+         "deepspeed_init_hang"),
+        ("deepspeed init hang住, 单机4卡", "deepspeed_init_hang"),
+        ("my job hangs at init_process_group on the second node", "rendezvous"),
+        ("训练卡在分布式初始化", "rendezvous"),
+        ("training hangs after epoch 3", None),  # a hang, at no stage a runbook names
+        ("deepspeed init is slow but finishes", None),  # a stage, no hang
+    ],
+)
+def test_a_reported_hang_at_a_named_stage_is_that_stages_runbook(report: str, kind: str | None) -> None:
+    book = for_hang(report)
+    assert (book.kind if book else None) == kind
+
+
+def test_sections_after_a_runbook_are_those_that_answer_less_other_failures_where_the_kind_is_established() -> None:
+    book = runbooks()[("deepspeed_init_hang", "en")]
+    init, arch = _seed_citation(2, INIT_002), _seed_citation(3, ARCH_000)
+    assert [c.section for c in documents_after(book, True, [arch, init], set())] == [INIT_002]
+    assert [c.section for c in documents_after(book, False, [arch, init], set())] == [ARCH_000, INIT_002]  # a likeness
+    assert documents_after(book, True, [], set()) == []  # none answers: the kind alone cites nothing
