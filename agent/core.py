@@ -28,6 +28,7 @@ from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, only_if_quote
 log = logging.getLogger(__name__)
 FOLLOW_UP_CHARS = 100
 MAX_CONTEXT_CHARS = 3000
+QUOTES_IT = 0.8  # share of a section's quoted error message the question shows, for the section to be about it
 
 
 @dataclass
@@ -219,10 +220,9 @@ class Troubleshooter:
                      text=s.chunk.text, lang=s.lang, title=s.title)
             for i, (h, s) in enumerate(zip(result.hits, shown, strict=True), 1)
         ]
-        from corpus.retrieval import QUOTED
-
-        # The sections that quote the question's own error message (they are about it, whatever else they cover).
-        quoting = {c.chunk_id for c, h in zip(citations, result.hits, strict=True) if h.signals.get("error", 0) >= QUOTED}
+        # The sections that quote the question's own error message (they are about it, whatever else they cover): most
+        # of the message, not its exception class and a word (half of it is what unrelated sections share).
+        quoting = {c.chunk_id for c, h in zip(citations, result.hits, strict=True) if h.signals.get("error", 0) >= QUOTES_IT}
         nearest: list[Citation] = []
         no_match, confidence = result.no_match, result.confidence
         if no_match:

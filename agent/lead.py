@@ -58,8 +58,9 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
 
 def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:
     """The sections that may follow the runbook: those not recorded as being about another kind of failure than
-    the runbook's (or a kind related to it, runbooks.choose.related_kinds), unless the section quotes the question's
-    own error message (``quoting``: chunk ids). A section about a port clash is no answer to an fp16 overflow."""
+    the runbook's (or a kind related to it, runbooks.choose.related_kinds) or about none, unless the section quotes
+    the question's own error message (``quoting``: chunk ids). A section about a port clash is no answer to an fp16
+    overflow, nor is a FlashAttention install note an answer to a CUDA library that fails to load."""
     kinds = related_kinds(book.kind)
     return [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
 

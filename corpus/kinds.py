@@ -37,10 +37,10 @@ def answers_kind(source: str, section: str, kind: str) -> bool:
 
 
 def about_other_kinds(source: str, section: str, kinds: frozenset[str]) -> bool:
-    """The section is recorded as being about failure kinds, none of them among ``kinds``. A section recorded about
-    no kind (tuning, general practice) or not recorded at all (a team's document) is not judged."""
+    """The section is recorded, and about failure kinds none of them among ``kinds``, or about no failure kind at all
+    (tuning, an integration note, general practice). A section not recorded (a team's document) is not judged."""
     recorded = _table().get((PurePath(source).stem, section))
-    return recorded is not None and bool(recorded.kinds) and not set(recorded.kinds) & kinds
+    return recorded is not None and not set(recorded.kinds) & kinds
 
 
 __all__ = ["NONE", "SectionKinds", "about_other_kinds", "answers_kind", "section_kinds"]

@@ -275,7 +275,7 @@ class Retriever:
         return evidence(
             question=query, errors=errors, section_text=f"{chunk.section}\n{chunk.text}", bm25=self._vocabulary(among),
             quoted_error=float(signals["error"][top]) if "error" in signals else 0.0,
-            dense=float(cosine[top]) if cosine is not None else 0.0, dense_others=others, ranks=ranks, family=family,
+            dense=_at_most_nearest(cosine, top) if cosine is not None else 0.0, dense_others=others, ranks=ranks, family=family,
             platform=platform,
         )
 
@@ -350,6 +350,16 @@ class Retriever:
                 Hit(chunk, float(fused[index]), {name: float(v[index]) for name, v in signals.items()})
             )
         return hits
+
+
+def _at_most_nearest(cosine: np.ndarray, index: int) -> float:
+    """The chunk's cosine similarity; for a chunk outside the nearest the dense index returned (scored 0 there), the
+    lowest of theirs: its own is at most that. A 0 would read as no likeness at all, far below any real cosine."""
+    value = float(cosine[index])
+    if value > 0:
+        return value
+    found = cosine[cosine > 0]
+    return float(found.min()) if found.size else 0.0
 
 
 def _head_and_errors(text: str) -> str:

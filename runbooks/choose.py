@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from jobs.diagnosis import HANG_WORDS
 from runbooks.catalog import Runbook, runbooks
@@ -35,12 +36,13 @@ def in_language(kind: str, lang: str) -> Runbook | None:
     return runbooks().get((kind, lang)) or runbooks().get((kind, "en"))
 
 
-def _best_quoted(books: Iterable[Runbook], lines: Sequence[str]) -> Runbook | None:
-    """The runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it)."""
+def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collection[str] = ()) -> Runbook | None:
+    """The runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it), other
+    than the messages in ``skip``."""
     best: tuple[int, Runbook] | None = None
     for book in books:
         for message in book.messages:
-            if len(message) >= 8 and any(message in line for line in lines):
+            if len(message) >= 8 and message not in skip and any(message in line for line in lines):
                 if best is None or len(message) > best[0]:
                     best = (len(message), book)
     return best[1] if best else None
@@ -57,12 +59,27 @@ def for_category(category: str, lines: Sequence[str]) -> Runbook | None:
 
 
 def for_lines(lines: Sequence[str]) -> Runbook | None:
-    """The English runbook whose message the pasted error lines (or the question) show, if any."""
-    return _best_quoted(_kinds().values(), lines)
+    """The English runbook whose message the pasted error lines (or the question) show, if any. A progress line that
+    healthy runs print too ("Initializing TorchBackend in DeepSpeed") counts only where the lines say the job hangs
+    or end with it: in the middle of a paste whose error is something else, it is only the job's start-up."""
+    last = next((line for line in reversed(lines) if line.strip()), "")
+    hang = any(HANG_WORDS.search(line) for line in lines[:400])
+    skip = [] if hang else [m for m in _progress() if m not in last]
+    return _best_quoted(_kinds().values(), lines, skip)
 
 
-# Triage categories every kind of failure can fall under: sharing one of them makes two kinds no relatives.
-BROAD_CATEGORIES = frozenset({"config", "exception", "unknown"})
+@cache
+def _stage_table() -> dict[str, Any]:
+    return dict(json.loads(resources.files("runbooks").joinpath("data/hang_stages.json").read_text(encoding="utf-8")))
+
+
+def _progress() -> list[str]:
+    return [str(message) for row in _stage_table()["stages"] for message in row.get("progress", ())]
+
+
+# The catch-all triage categories (several failure kinds with different first fixes: data/defaults.json gives them
+# no default) and "unknown": sharing one of them makes two kinds no relatives.
+BROAD_CATEGORIES = frozenset({"config", "exception", "cuda_error", "checkpoint", "unknown"})
 
 
 def related_kinds(kind: str) -> frozenset[str]:
@@ -76,8 +93,8 @@ def related_kinds(kind: str) -> frozenset[str]:
 
 @cache
 def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
-    table = json.loads(resources.files("runbooks").joinpath("data/hang_stages.json").read_text(encoding="utf-8"))
-    return tuple((row["kind"], tuple(re.compile(word, re.IGNORECASE) for word in row["words"])) for row in table["stages"])
+    return tuple((row["kind"], tuple(re.compile(word, re.IGNORECASE) for word in row["words"]))
+                 for row in _stage_table()["stages"])
 
 
 def for_hang(text: str) -> Runbook | None:

@@ -154,3 +154,30 @@ def test_a_section_for_another_platform_never_answers():
 def test_model_round_trips_through_json():
     model = _model(word_oov=-1.5, family=2.0)
     assert AnswerabilityModel.from_json(model.to_json()) == model
+
+
+@pytest.mark.parametrize(
+    ("family", "section_text", "covers"),
+    [
+        ("FlashAttention install or import", "pip install flash-attn --no-build-isolation\nFlashAttention 节省约130MB显存", False),
+        ("FlashAttention install or import", "ImportError: flash_attn_2_cuda...so: undefined symbol: _ZN3c10", True),
+        ("device-side assert", "调试时设置 CUDA_LAUNCH_BLOCKING=1 得到准确的报错位置", False),
+        ("device-side assert", "RuntimeError: CUDA error: device-side assert triggered", True),
+        ("disk full while saving", "保存模型时请指定 save_path", False),
+        ("disk full while saving", "OSError: Disk quota exceeded\nRuntimeError: Cannot save checkpoint", True),
+        ("NaN / inf loss", "显存溢出: lower the batch size", False),  # an overflow of memory is no NaN
+    ],
+)
+def test_a_family_is_covered_by_a_section_about_the_failure_not_its_topic(family, section_text, covers):
+    """A section that installs FlashAttention, saves a model or sets a debugging knob is about the topic; only one
+    that shows or names the failure answers a report of it (the catalogue's own rule for `cover`)."""
+    assert (family in covered(section_text)) is covers
+
+
+def test_a_section_outside_the_nearest_chunks_keeps_a_likeness_no_higher_than_theirs():
+    from corpus.retrieval import _at_most_nearest
+
+    cosine = np.array([0.0, 0.91, 0.84, 0.0], dtype=np.float32)
+    assert _at_most_nearest(cosine, 1) == pytest.approx(0.91)
+    assert _at_most_nearest(cosine, 0) == pytest.approx(0.84)  # not 0: at most the farthest of the nearest
+    assert _at_most_nearest(np.zeros(3, dtype=np.float32), 2) == 0.0

@@ -17,7 +17,7 @@ from common.settings import Settings
 from corpus.indexer import document_chunks
 from corpus.kinds import answers_kind, section_kinds
 from runbooks.catalog import runbooks
-from runbooks.choose import for_hang, related_kinds
+from runbooks.choose import for_hang, for_lines, related_kinds
 
 TIMEOUT_004 = "故障排除指南 > 分布式训练问题 > 问题：NCCL 超时"
 PORT_002 = "DeepSpeed卡住问题解决方案 > 常见错误及解决方案 > 错误2: 端口被占用"
@@ -78,12 +78,14 @@ def test_kinds_sharing_a_specific_triage_category_are_related_and_broad_ones_rel
 
 
 def test_after_a_runbook_a_section_about_another_failure_is_not_cited_unless_it_quotes_the_error() -> None:
-    """A bf16 error answered by its runbook: the seed's arch-mismatch fix is about another failure and is left out;
-    a section about no recorded kind (tuning) is not judged; a section quoting the asked error always stays."""
+    """A bf16 error answered by its runbook: the seed's arch-mismatch fix is about another failure and is left out,
+    so is a section about no failure kind (tuning); a section quoting the asked error always stays; a team's
+    section (not recorded) is not judged."""
     book = runbooks()[("bf16_unsupported", "en")]
     arch, tuning = _seed_citation(2, ARCH_000), _seed_citation(3, TUNING_004)
-    assert [c.section for c in about_the_same_failure(book, [arch, tuning], set())] == [TUNING_004]
-    assert [c.section for c in about_the_same_failure(book, [arch, tuning], {arch.chunk_id})] == [ARCH_000, TUNING_004]
+    team = Citation(n=4, source="/team/docs/bf16.md", section="bf16 on V100", chunk_id="team-1", score=1.0, text="...")
+    assert [c.section for c in about_the_same_failure(book, [arch, tuning, team], set())] == ["bf16 on V100"]
+    assert [c.section for c in about_the_same_failure(book, [arch, tuning], {arch.chunk_id})] == [ARCH_000]
     related = runbooks()[("extension_arch", "en")]  # an extension without the GPU's arch: the same failure family
     assert [c.section for c in about_the_same_failure(related, [arch], set())] == [ARCH_000]
 
@@ -114,3 +116,12 @@ def test_sections_after_a_runbook_are_those_that_answer_less_other_failures_wher
     assert [c.section for c in documents_after(book, True, [arch, init], set())] == [INIT_002]
     assert [c.section for c in documents_after(book, False, [arch, init], set())] == [ARCH_000, INIT_002]  # a likeness
     assert documents_after(book, True, [], set()) == []  # none answers: the kind alone cites nothing
+
+
+def test_a_start_up_progress_line_names_its_kind_only_where_the_job_hangs_there() -> None:
+    started = "[INFO] [comm.py:652:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl"
+    assert for_lines(["ValueError: API key must be 40 characters long", started, "wandb: (1) Create a W&B account"]) is None
+    ended_there = for_lines(["[INFO] Setting ds_accelerator to cuda", started])
+    assert ended_there is not None and ended_there.kind == "deepspeed_init_hang"
+    said = for_lines(["the job hangs", started, "[INFO] something else"])
+    assert said is not None and said.kind == "deepspeed_init_hang"
