@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, ranks_text, span
 from jobs.flight_recorder import FrFinding
+from jobs.framework_waits import framework_of, framework_wait
 from jobs.pyspy import Frame
 
 COLLECTIVES = frozenset({
@@ -37,7 +38,8 @@ NATIVE_HINT = "`traindoc hang --native` shows the C++/CUDA frames under the Pyth
 NODES_HINT = ("the ranks on the other nodes: start torch.distributed.debug.start_debug_server() in the job and run "
               "`traindoc hang --debug-server http://RANK0_HOST:25999`, or run `traindoc hang` on each node")
 
-PlaceKind = Literal["collective", "rendezvous", "elsewhere", "unreadable"]
+PlaceKind = Literal["collective", "rendezvous", "device", "elsewhere", "unreadable"]
+C10D_API = "torch/distributed/distributed_c10d.py"  # every public function there on a hung stack is a c10d call
 
 
 @dataclass(frozen=True)
@@ -57,11 +59,12 @@ class Place:
     label: str  # "dist.barrier", "load_shard", or the error
     user: Frame | None = None  # the deepest frame outside site-packages and the standard library
     inner: Frame | None = None  # the innermost Python frame
+    inferred: bool = False  # a wait read from frames that a long computation shows too (backward without native frames)
 
     def text(self) -> str:
         if self.kind == "unreadable":
             return self.label
-        if self.kind in ("collective", "rendezvous"):
+        if self.kind in ("collective", "rendezvous", "device"):
             if self.user is None:
                 return f"{self.label} in {self.inner.text()}" if self.inner else self.label
             return f"{self.label} ({self.user.where})"
@@ -111,14 +114,19 @@ def locate(frames: Sequence[Frame]) -> Place:
     user = next((f for f in python if f.kind == "user"), None)
     inner = python[0] if python else (frames[0] if frames else None)
     for frame in python:
-        prefix = next((p for marker, p in _DIST_FILES if marker in frame.file.replace("\\", "/")), None)
+        path = frame.file.replace("\\", "/")
+        prefix = next((p for marker, p in _DIST_FILES if marker in path), None)
         if prefix is None:
             continue
         name = frame.function.rsplit(".", 1)[-1]
         if name in RENDEZVOUS:
             return Place("rendezvous", f"{prefix}.{name}", user, frame)
-        if name in COLLECTIVES:
-            return Place("collective", f"{prefix}.{name}", user, frame)
+        if name in COLLECTIVES or (path.endswith(C10D_API) and not name.startswith("_")):
+            framework = framework_of(python)
+            label = f"{prefix}.{name}"
+            return Place("collective", f"{framework}'s {label}" if framework else label, user, frame)
+    if (wait := framework_wait(frames)) is not None:
+        return Place(wait.kind, wait.label, user, wait.frame, inferred=wait.inferred)
     if user is None and inner is None:
         return Place("unreadable", "no Python frame")
     return Place("elsewhere", user.function if user else inner.function if inner else "?", user, inner)
@@ -143,7 +151,7 @@ def group_stacks(stacks: Sequence[RankStack], *, native: bool = False) -> list[S
             group.pids.append(stack.pid)
         if stack.host and stack.host not in group.hosts:
             group.hosts.append(stack.host)
-    order = {"collective": 0, "rendezvous": 1, "elsewhere": 2, "unreadable": 3}
+    order = {"collective": 0, "rendezvous": 1, "device": 2, "elsewhere": 3, "unreadable": 4}
     return sorted(groups.values(), key=lambda g: (order[g.place.kind], -len(g.ranks), g.ranks[0]))
 
 
@@ -156,6 +164,7 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
     coll = [g for g in groups if g.place.kind == "collective"]
     rdv = [g for g in groups if g.place.kind == "rendezvous"]
     other = [g for g in groups if g.place.kind == "elsewhere"]
+    device = [g for g in groups if g.place.kind == "device"]
     lost = [g for g in groups if g.place.kind == "unreadable"]
     summary = "; ".join(_phrase(g) for g in groups)
     remote = bool(world_size and world_size > len(ranks))
@@ -163,7 +172,7 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
     why = ""
     collective = coll[0].place.text() if coll else None
     odd: list[StackGroup] = []
-    if not coll and not rdv and not other:
+    if not coll and not rdv and not other and not device:
         category, rank, confidence = "unknown", None, 0.1
         next_evidence = [lost[0].place.label] if lost else []
     elif rdv:
@@ -187,6 +196,26 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         next_evidence = [f"why {ranks_text(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
                          f"{first.place.text()}: its full stack (`py-spy dump --pid {first.pids[0] if first.pids else 'PID'}"
                          f" --native`), its log, the data or file system it reads", DETAIL_HINT]
+    elif device and other and not coll:
+        category, odd = "straggler", other
+        odd_ranks = sorted(r for g in other for r in g.ranks)
+        syncing = sorted(r for g in device for r in g.ranks)
+        rank, confidence = odd_ranks[0], 0.4
+        why = (f"{ranks_text(syncing)} wait on their GPU: with NCCL that is where a rank waits for a collective a "
+               f"peer has not joined, and {ranks_text(odd_ranks)} {'is' if len(odd_ranks) == 1 else 'are'} not on the "
+               "GPU at all. A CUDA sync alone cannot tell that from a long kernel of their own: Flight Recorder can.")
+        next_evidence = [FR_HINT, NATIVE_HINT]
+    elif device and not coll:
+        category, rank, confidence = "unknown", None, 0.2
+        summary += (": every rank waits on its GPU (a CUDA sync); that is a long kernel of its own or a collective NCCL "
+                    "runs on the device that a peer has not joined, and Python frames cannot tell which")
+        next_evidence = [FR_HINT, NATIVE_HINT, NCCL_HINT]
+    elif len(coll) == 1 and coll[0].place.inferred and not other and not lost:
+        category, rank, confidence = "unknown", None, 0.2
+        summary += (": DDP's gradient all-reduce waits inside backward, and so does a long backward pass; the Python "
+                    "frames cannot tell which. `traindoc hang --native` (it pauses each rank for a moment) shows "
+                    "c10d::Reducer / Work::wait frames when it is the all-reduce")
+        next_evidence = [NATIVE_HINT, FR_HINT, DETAIL_HINT]
     elif len(coll) > 1:
         category = "collective_mismatch"
         sizes = sorted(len(g.ranks) for g in coll)

@@ -2,6 +2,9 @@
 
 HANG_MODE=straggler: ranks 0 and 2 wait in dist.barrier while rank 1 is still in load_shard.
 HANG_MODE=mismatch: rank 1 calls dist.all_reduce while the others wait in dist.barrier.
+HANG_MODE=ddp: a DistributedDataParallel model; ranks 0 and 2 wait inside loss.backward() (DDP's gradient
+all-reduce, which the autograd engine waits on) while rank 1 is still in load_shard.
+HANG_MODE=fsdp: the same with FSDP2 (fully_shard): ranks 0 and 2 wait in the forward's parameter all-gather.
 HANG_DEBUG_PORT=N: also start torch's debug server (its frontend on rank 0, port N).
 HANG_READY_DIR=DIR: each rank writes its pid to DIR/rankN just before it hangs.
 HANG_FR_DIR=DIR: each rank writes its Flight Recorder trace to DIR/nccl_trace_rank_N once it hangs, as
@@ -52,6 +55,26 @@ def dump_flight_recorder(rank: int, delay_s: float = 1.0) -> None:
     timer.start()
 
 
+def wrapped(mode: str) -> torch.nn.Module | None:
+    """A small model under DDP or FSDP2 that has taken two steps (so its buckets and shards are set up)."""
+    if mode not in ("ddp", "fsdp"):
+        return None
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    if mode == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    else:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    for _ in range(2):
+        model(torch.ones(2, 8)).sum().backward()
+    return model
+
+
 def main() -> None:
     threading.Timer(LIFETIME_S, os._exit, (3,)).start()  # the job's own deadline
     dist.init_process_group("gloo", timeout=timedelta(seconds=LIFETIME_S + 60))
@@ -64,9 +87,16 @@ def main() -> None:
     tensor = torch.ones(4)
     for _ in range(3):
         dist.all_reduce(tensor)
+    mode = os.environ.get("HANG_MODE", "straggler")
+    model = wrapped(mode)
     dump_flight_recorder(rank)
     mark_ready(rank)
-    if os.environ.get("HANG_MODE", "straggler") == "mismatch":
+    if model is not None:
+        if rank == 1:
+            load_shard(rank)
+        loss = model(torch.ones(2, 8)).sum()  # fsdp: ranks 0 and 2 wait here, in the parameters' all-gather
+        loss.backward()  # ddp: ranks 0 and 2 wait here, in the gradients' all-reduce
+    elif mode == "mismatch":
         if rank == 1:
             dist.all_reduce(tensor)  # mismatch: rank 1 waits here
         else:
