@@ -192,8 +192,9 @@ def _findings(facts: GpuFacts) -> list[Finding]:
                 f"GPU {gpu.index} memory is {gpu.memory_used_mib}/{gpu.memory_total_mib} MiB used before your job",
                 f"GPU {gpu.index} {gpu.name}: used {gpu.memory_used_mib} MiB of {gpu.memory_total_mib} MiB; "
                 f"processes: {holders or 'none visible (other container or user)'}",
-                "Find the holders with `nvidia-smi` and stop the ones that are leftovers (`kill <pid>`), "
-                "or pick a free GPU with CUDA_VISIBLE_DEVICES.",
+                "Find the holders with `nvidia-smi`; stop only the leftovers of your own runs, each by its PID "
+                "(`kill -TERM <pid>`; to stop a whole torchrun job, its launcher's PID), or pick a free GPU with "
+                "CUDA_VISIBLE_DEVICES.",
                 ("cuda out of memory", "gpu memory", "leftover process"),
             ))
         elif gpu.processes:

@@ -162,8 +162,8 @@ def _in_use(port: int, owners: list[dict[str, Any]], errors: dict[str, str]) -> 
     return Finding(
         "PORT_IN_USE", "problem", f"port {port} is already in use ({short})",
         f"bind({port}): {errors}; held by {who}",
-        f"Pick another port (`--master_port {port + 1}` or `export MASTER_PORT={port + 1}`), or stop the leftover "
-        f"process if it is yours: `kill {pids}`.",
+        f"Pick another port (`--master_port {port + 1}` or `export MASTER_PORT={port + 1}`). If the holder is a "
+        f"leftover of your own earlier run, not a job still running, stop that one process by its PID: `kill -TERM {pids}`.",
         TOPICS,
     )
 

@@ -32,7 +32,7 @@ def test_port_held_by_this_test_names_our_pid(listener):
     finding = result.findings[0]
     assert finding.code == "PORT_IN_USE"
     assert f"pid {os.getpid()}" in finding.evidence
-    assert f"kill {os.getpid()}" in finding.fix
+    assert f"kill -TERM {os.getpid()}" in finding.fix
     assert result.evidence["ports"][str(listener)]["owners"][0]["pid"] == os.getpid()
 
 
