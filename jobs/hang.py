@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, InputError
+from jobs import hang_wording as zh
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom
 from jobs.flight_recorder import FrFinding
 from jobs.pyspy import Frame
@@ -89,6 +90,7 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
         snapshot.diagnosis.symptoms.append(Symptom("stuck_in_kernel", [], (
             f"pid {pids} did not answer reads of /proc within {min(5.0, timeout_s):g} s: stuck in the kernel (D state, "
             "often a GPU driver call); as root, `cat /proc/PID/stack` shows where")))
+        zh.add_symptom(snapshot.diagnosis, zh.stuck_in_kernel(pids, min(5.0, timeout_s)))
     return snapshot
 
 
@@ -139,13 +141,17 @@ def analyse_flight_recorder(fr_dir: Path, timeout_s: float = 60.0) -> HangSnapsh
     if rank is not None:  # the odd rank's own last call says more than the collective the others entered
         where = next((o.where for o in finding.last_ops if o.rank == rank and o.where), where)
     next_evidence = [] if category in ("straggler", "collective_mismatch") else [NCCL_HINT, NATIVE_HINT]
+    own: dict[str, str] = {}
     if category == "straggler":
         next_evidence.append("a stack snapshot of the missing rank while it hangs (`traindoc hang` on its node): what it does instead")
+        own[next_evidence[-1]] = zh.MISSING_RANK_SNAPSHOT
     diagnosis = JobDiagnosis(
         kind="hang", root_cause=RootCause(category, rank, finding.summary, evidence=evidence, where=where,
                                           confidence=0.7 if category != "unknown" else 0.3),
         ranks=finding.ranks, collective=finding.collective, next_evidence=next_evidence,
         search_lines=[finding.summary],
+        wording={"zh": zh.wording(zh.flight_recorder(finding), next_items=zh.items(next_evidence, own),
+                                  collective=finding.collective)},
     )
     return HangSnapshot(diagnosis, [], f"Flight Recorder dumps in {fr_dir}", flight_recorder=finding)
 
@@ -154,17 +160,26 @@ def merge_flight_recorder(snapshot: HangSnapshot, finding: FrFinding) -> None:
     """The analyzer's finding joins the stacks: the collective by sequence number, and a straggler when only
     the dumps show which rank never joined."""
     diagnosis = snapshot.diagnosis
+    own = diagnosis.wording.setdefault("zh", {})  # the Chinese sentences follow the English ones
+    said = zh.flight_recorder(finding)
     snapshot.flight_recorder = finding
     if finding.collective:
         diagnosis.collective = (f"{diagnosis.collective}; {finding.collective}" if diagnosis.collective
                                 else finding.collective)
+        own["collective"] = f"{own['collective']}；{finding.collective}" if own.get("collective") else finding.collective
     diagnosis.symptoms.append(Symptom("flight_recorder", finding.missing_ranks or sorted(finding.mismatched),
                                       f"Flight Recorder: {finding.summary}"))
+    zh.add_symptom(diagnosis, f"Flight Recorder：{said}")
     diagnosis.next_evidence = [e for e in diagnosis.next_evidence if e != FR_HINT]
+    if own.get("next"):
+        own["next"] = "\n".join(e for e in own["next"].splitlines() if e != zh.FR_HINT)
+        if not own["next"]:
+            del own["next"]
     root = diagnosis.root_cause
     if root is not None and root.category in ("unknown", "network") and len(finding.missing_ranks) == 1:
         diagnosis.root_cause = replace(root, category="straggler", rank=finding.missing_ranks[0],
                                        summary=f"{root.summary}; Flight Recorder: {finding.summary}", confidence=0.6)
+        own["root"] = f"{own.get('root') or root.summary}；Flight Recorder：{said}"
 
 
 def _no_workers(job: Any, frames: Sequence[Frame], host: str, source: str) -> HangSnapshot:
@@ -184,6 +199,8 @@ def _no_workers(job: Any, frames: Sequence[Frame], host: str, source: str) -> Ha
     evidence = [launcher.cmdline[:300]] + [f.text() for f in frames if f.kind != "native"][:5]
     root = RootCause("rendezvous", None, summary, host=host, evidence=evidence, where=place.inner.text() if place.inner else None,
                      confidence=0.6)
-    diagnosis = JobDiagnosis(kind="hang", root_cause=root, next_evidence=RENDEZVOUS_EVIDENCE + [NODES_HINT],
-                             search_lines=[summary])
+    next_evidence = RENDEZVOUS_EVIDENCE + [NODES_HINT]
+    said = zh.no_workers(launcher.kind, launcher.pid, nnodes, target, place.inner.text() if place.inner else None)
+    diagnosis = JobDiagnosis(kind="hang", root_cause=root, next_evidence=next_evidence, search_lines=[summary],
+                             wording={"zh": zh.wording(said, next_items=zh.items(next_evidence))})
     return HangSnapshot(diagnosis, [group], source, job.describe())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jobs import hang_wording as zh
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, ranks_text, span
 from jobs.flight_recorder import FrFinding
 from jobs.framework_waits import framework_of, framework_wait
@@ -99,7 +100,9 @@ class HangSnapshot:
     flight_recorder: FrFinding | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"diagnosis": self.diagnosis.to_json(), "groups": [g.to_json() for g in self.groups],
+        # the diagnosis's wording too (`ask --json` leaves it out): a reader of `traindoc hang --json` picks a language
+        return {"diagnosis": self.diagnosis.to_json() | {"wording": self.diagnosis.wording},
+                "groups": [g.to_json() for g in self.groups],
                 "source": self.source, "job": self.job,
                 "flight_recorder": self.flight_recorder.to_json() if self.flight_recorder else None}
 
@@ -172,6 +175,11 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
     why = ""
     collective = coll[0].place.text() if coll else None
     odd: list[StackGroup] = []
+    # The same sentences in Chinese (jobs.hang_wording), built beside the English ones from the same groups.
+    said, said_why = zh.summary(groups), ""
+    said_symptoms: list[str] = []
+    said_next: dict[str, str] = {}  # the items built here; the fixed hints are looked up
+    said_collective = zh.place(coll[0].place) if coll else None
     if not coll and not rdv and not other and not device:
         category, rank, confidence = "unknown", None, 0.1
         next_evidence = [lost[0].place.label] if lost else []
@@ -180,6 +188,7 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         missing = sorted(set(range(world_size or 0)) - set(ranks))
         if missing:
             summary += f"; WORLD_SIZE is {world_size} but ranks {span(missing)} are not here: they must join from other nodes"
+            said += zh.rendezvous_missing(world_size, missing)
         next_evidence = RENDEZVOUS_EVIDENCE + ([NODES_HINT] if remote else [])
         odd = rdv
     elif coll and other:
@@ -191,11 +200,14 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         confidence = 0.8 if len(odd_ranks) == 1 else 0.6 if len(odd_ranks) < len(waiting) else 0.4
         why = (f"{ranks_text(waiting)} only wait: a collective completes once every rank has called it, and "
                f"{ranks_text(odd_ranks)} {'has' if len(odd_ranks) == 1 else 'have'} not.")
+        said_why = zh.straggler(waiting, odd_ranks)
         symptoms = [Symptom("collective_wait", g.ranks, _phrase(g)) for g in coll]
+        said_symptoms = [zh.phrase(g) for g in coll]
         first = odd[0]
         next_evidence = [f"why {ranks_text(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
                          f"{first.place.text()}: its full stack (`py-spy dump --pid {first.pids[0] if first.pids else 'PID'}"
                          f" --native`), its log, the data or file system it reads", DETAIL_HINT]
+        said_next[next_evidence[0]] = zh.look_at(first)
     elif device and other and not coll:
         category, odd = "straggler", other
         odd_ranks = sorted(r for g in other for r in g.ranks)
@@ -204,17 +216,20 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         why = (f"{ranks_text(syncing)} wait on their GPU: with NCCL that is where a rank waits for a collective a "
                f"peer has not joined, and {ranks_text(odd_ranks)} {'is' if len(odd_ranks) == 1 else 'are'} not on the "
                "GPU at all. A CUDA sync alone cannot tell that from a long kernel of their own: Flight Recorder can.")
+        said_why = zh.gpu_straggler(syncing, odd_ranks)
         next_evidence = [FR_HINT, NATIVE_HINT]
     elif device and not coll:
         category, rank, confidence = "unknown", None, 0.2
         summary += (": every rank waits on its GPU (a CUDA sync); that is a long kernel of its own or a collective NCCL "
                     "runs on the device that a peer has not joined, and Python frames cannot tell which")
+        said += zh.EVERY_RANK_ON_ITS_GPU
         next_evidence = [FR_HINT, NATIVE_HINT, NCCL_HINT]
     elif len(coll) == 1 and coll[0].place.inferred and not other and not lost:
         category, rank, confidence = "unknown", None, 0.2
         summary += (": DDP's gradient all-reduce waits inside backward, and so does a long backward pass; the Python "
                     "frames cannot tell which. `traindoc hang --native` (it pauses each rank for a moment) shows "
                     "c10d::Reducer / Work::wait frames when it is the all-reduce")
+        said += zh.BACKWARD_UNDECIDED
         next_evidence = [NATIVE_HINT, FR_HINT, DETAIL_HINT]
     elif len(coll) > 1:
         category = "collective_mismatch"
@@ -224,35 +239,44 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         rank = odd[0].ranks[0] if len(odd) == 1 and len(odd[0].ranks) == 1 else None
         confidence = 0.7 if rank is not None else 0.5
         majority = next(g for g in coll if g not in odd)
-        collective = majority.place.text()
+        collective, said_collective = majority.place.text(), zh.place(majority.place)
         why = (f"every rank must call the same collectives in the same order; {ranks_text(majority.ranks)} wait in "
                f"{majority.place.text()} for ranks that called something else.")
+        said_why = zh.mismatch(majority.ranks, majority.place)
         symptoms = [Symptom("collective_wait", majority.ranks, _phrase(majority))]
+        said_symptoms = [zh.phrase(majority)]
         next_evidence = [DETAIL_HINT, FR_HINT]
     elif coll and not lost:
         category, rank = ("unknown", None) if remote else ("network", None)
         confidence = 0.2 if remote else 0.3
         if remote:
             summary += f"; the other {(world_size or 0) - len(ranks)} ranks run on other nodes: one of them may be elsewhere"
+            said += zh.remote((world_size or 0) - len(ranks))
             next_evidence = [NODES_HINT, FR_HINT, NCCL_HINT]
         else:
             summary += ": every rank is in the same collective, so none is missing; the collective itself does not complete"
+            said += zh.SAME_COLLECTIVE
             next_evidence = [FR_HINT, NCCL_HINT, DETAIL_HINT, NATIVE_HINT]
     elif coll:
         category, rank, confidence = "unknown", None, 0.3
         odd = lost
         summary += ": the unreadable rank may be the one the others wait for"
+        said += zh.UNREADABLE_MAY_BE_IT
         next_evidence = [lost[0].place.label, FR_HINT]
     else:
         category, rank, confidence = "unknown", None, 0.2
         summary += ": no rank is inside a collective, so this looks less like a distributed hang than slow work on every rank"
         next_evidence = [NATIVE_HINT, "the job's log: the last line each rank printed"]
+        said += zh.NO_COLLECTIVE
+        said_next[next_evidence[1]] = zh.JOB_LOG
     lead = odd[0] if odd else (coll[0] if coll else groups[0])
     root = RootCause(category, rank, summary, host=lead.hosts[0] if len(lead.hosts) == 1 else None,
                      evidence=_evidence(lead, by_rank), where=_where(lead), confidence=confidence)
     diagnosis = JobDiagnosis(kind="hang", root_cause=root, symptoms=symptoms, timeline=[], ranks=ranks,
                              why_consequences=why, collective=collective, next_evidence=next_evidence,
-                             search_lines=[summary])
+                             search_lines=[summary],
+                             wording={"zh": zh.wording(said, said_why, zh.items(next_evidence, said_next), said_symptoms,
+                                                       said_collective)})
     return HangSnapshot(diagnosis, groups, source, job)
 
 

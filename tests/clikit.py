@@ -17,7 +17,9 @@ def isolated_env(base: Path, environ: Mapping[str, str] | None = None) -> dict[s
     """An environment whose every store and cache lives under ``base``."""
     # Every TRAINDOC_* setting goes, not just the known ones: a variable leaked by an in-process test
     # (a model backend, a probe timeout) must not change what a CLI run does.
-    env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("TRAINDOC_")}
+    # The user's locale goes too (`traindoc hang` speaks Chinese under zh_*): a test that wants one sets it.
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if not k.startswith("TRAINDOC_") and k not in ("LC_ALL", "LC_MESSAGES", "LANGUAGE")}
     env.update(
         TRAINDOC_DATA_DIR=str(base / "data"),
         HOME=str(base / "home"),
@@ -31,6 +33,7 @@ def isolated_env(base: Path, environ: Mapping[str, str] | None = None) -> dict[s
         ANONYMIZED_TELEMETRY="False",
         PYTHONUNBUFFERED="1",
         COLUMNS="120",
+        LANG="C.UTF-8",
     )
     return env
 

@@ -121,6 +121,8 @@ def _traindoc_parser() -> argparse.ArgumentParser:
                       help="rank 0's torch debug server (start_debug_server, port 25999): every rank on every node")
     hang.add_argument("--fr-dir", type=Path, metavar="DIR", help="Flight Recorder dumps (TORCH_FR_DUMP_TEMP_FILE) to analyse")
     hang.add_argument("--timeout", type=float, default=10.0, metavar="S", help="time limit for each rank's stack (default 10)")
+    hang.add_argument("--lang", choices=("en", "zh"), default=None,
+                      help="the text's language (default: the locale, LC_ALL / LC_MESSAGES / LANG: zh_* gives zh)")
     return parser
 
 
