@@ -85,6 +85,8 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
         stacks.append(RankStack(worker.rank if worker.rank is not None else index, thread.frames if thread else (),
                                 worker.pid, host, error))
     snapshot = analyse_stacks(stacks, world_size=job.world_size, source=source, job=job.describe(), native=native)
+    if job.launcher is not None:
+        _then_stop(snapshot.diagnosis, job.launcher.kind, job.launcher.pid)
     if job.stuck:
         pids = ", ".join(map(str, job.stuck[:8]))
         snapshot.diagnosis.symptoms.append(Symptom("stuck_in_kernel", [], (
@@ -92,6 +94,20 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
             "often a GPU driver call); as root, `cat /proc/PID/stack` shows where")))
         zh.add_symptom(snapshot.diagnosis, zh.stuck_in_kernel(pids, min(5.0, timeout_s)))
     return snapshot
+
+
+def _then_stop(diagnosis: JobDiagnosis, kind: str, pid: int) -> None:
+    """The last step of what to do: once the stacks (and any Flight Recorder dumps) are kept, stop *this* job by its
+    launcher. torchrun forwards SIGTERM to every rank (each in a session of its own, so a process-group kill
+    misses them); a kill by name would stop every job of that name on a shared node."""
+    diagnosis.next_evidence.append(
+        f"then stop this job, and only it: `kill -TERM {pid}` ({kind}, its launcher, passes SIGTERM on to every rank); "
+        "never a kill by name (pkill/killall), which stops every job of that name on the node")
+    own = diagnosis.wording.get("zh")
+    if own is not None:
+        step = (f"然后只停止这个作业：`kill -TERM {pid}`（{kind} 是它的启动器，会把 SIGTERM 转发给每个 rank）；"
+                "不要按名字杀进程（pkill/killall），那会停掉节点上所有同名的作业")
+        own["next"] = f"{own['next']}\n{step}" if own.get("next") else step
 
 
 def snapshot_from_debug_server(url: str, timeout_s: float = 10.0, *, native: bool = False) -> HangSnapshot:

@@ -47,6 +47,9 @@ def test_a_live_framework_hang_names_the_straggler_and_where_the_others_wait(fra
     else:
         assert f"ranks 0 and 2 wait in FSDP's dist.all_gather_single (train.py:{FORWARD})" in root.summary
     assert framework_job.proc is not None and framework_job.proc.poll() is None  # read, never stopped
+    stop = snapshot.diagnosis.next_evidence[-1]  # the stacks first, then stop this job by its launcher
+    assert f"kill -TERM {framework_job.pid}" in stop and "torchrun" in stop, snapshot.diagnosis.next_evidence
+    assert f"kill -TERM {framework_job.pid}" in snapshot.diagnosis.wording["zh"]["next"].splitlines()[-1]
 
 
 def _frames(*spec: tuple[str, str, int]) -> tuple[Frame, ...]:
