@@ -67,7 +67,7 @@ def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
         items = own.get("symptoms") or "; ".join(s.summary for s in diagnosis.symptoms)
         parts.extend(["", say("also_seen", lang, items=items)])
     if diagnosis.collective and root.category in ("unknown", "straggler", "collective_mismatch", "network"):
-        parts.append(say("collective", lang, collective=diagnosis.collective))
+        parts.append(say("collective", lang, collective=own.get("collective") or diagnosis.collective))
     if diagnosis.next_evidence:
         parts.extend(["", say("what_would_tell", lang)])
         parts.extend(f"- {item}" for item in (own["next"].splitlines() if own.get("next") else diagnosis.next_evidence))
