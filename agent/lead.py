@@ -40,6 +40,8 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
     runbook's likeness alone is not trusted: the answerability model was fitted on the documents, and a runbook's
     broad words read like many questions."""
     if job is not None and job.root_cause is not None:
+        if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
+            return None
         book = for_category(job.root_cause.category, [*job.root_cause.evidence, *job.search_lines])
         if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
             return None
@@ -72,6 +74,18 @@ def documents_after(book: Runbook, established: bool, answering: Sequence[Citati
     cost 2 of 25 held-out unanswerable reports their right no_match (a device-side assert is not the seed's CUDA set-up)
     and won one answerable report of 158: a kind says which failure, not that a section answers this report of it."""
     return about_the_same_failure(book, answering, quoting) if established else list(answering)
+
+
+LAUNCHER_REACTIONS = frozenset({"killed_by_launcher", "launcher_summary"})
+
+
+def _timed_out_or_hung(job: JobDiagnosis) -> bool:
+    """False for a log whose cause is unknown and that shows only the launcher stopping its ranks (torchrun's
+    SIGTERM, DeepSpeed's "Killing subprocess", Slurm cancelling the step): the "cause not yet known" runbook is
+    about timeouts and hangs, and these lines are neither; the verdict asks for the lines above them."""
+    if job.root_cause is None or job.root_cause.category != "unknown" or job.kind == "hang" or job.collective:
+        return True
+    return not job.symptoms or any(s.category not in LAUNCHER_REACTIONS for s in job.symptoms)
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:

@@ -45,18 +45,21 @@ def read_logs(paths: Sequence[Path], stdin: IO[bytes] | None = None, question: s
 
 
 def pasted_job(text: str) -> JobDiagnosis | None:
-    """The job a question's pasted log lines show, when they show a cascade: a root cause (or the rank the others
-    waited for) and consequences (timeouts, lost peers, the launcher's SIGTERM or its failure summary). A lone
-    error line or a question in prose is left to retrieval, as before; a question's words are never read as a
-    hang (the text is the question, not a log that stopped)."""
+    """The job a question's pasted log lines show: a cascade (a root cause, or the rank the others waited for, and
+    its consequences: timeouts, lost peers, the launcher's SIGTERM or its failure summary), or a root cause of a kind
+    triage names (NCCL's interface warnings, a CUDA error in a library's format, the launcher's own argument error)
+    even with nothing after it. A lone error of no named kind, or a question in prose, is left to retrieval; a
+    question's words are never read as a hang (the text is the question, not a log that stopped)."""
     if "\n" not in text.strip():
         return None
     try:
         diagnosis = triage_lines(read_job([Path("-")], io.BytesIO(text.encode("utf-8", errors="replace"))))
     except InputError:  # a question that does not read as text (control bytes): it is still a question, not a log
         return None
-    if diagnosis is None or diagnosis.root_cause is None or not diagnosis.symptoms:
+    if diagnosis is None or diagnosis.root_cause is None:
         return None
+    if not diagnosis.symptoms and diagnosis.root_cause.category in ("exception", "unknown"):
+        return None  # one error line of a kind no triage names: retrieval reads it as well
     return diagnosis
 
 

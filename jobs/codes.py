@@ -1,6 +1,7 @@
 """What a well-known error code in a log means: CUDA's cudaError_t / CUresult, NCCL's ncclResult_t and the
 driver's Xid, from NVIDIA's and PyTorch's documentation and headers (data/error_codes.json). A code is found only
-in its own shapes (``Cuda failure 802``, ``CUDA_ERROR_SYSTEM_NOT_READY``, ``NVRM: Xid (PCI:...): 79``), never in a
+in its own shapes (``Cuda failure 802``, ``CUDA_ERROR_SYSTEM_NOT_READY``, ``NVRM: Xid (PCI:...): 79``, a message in
+the words of a library built on torch: ``Failed: Cuda error x.cuh:336 'peer access is not supported ...'``), never in a
 ``file.cpp:NNNN`` location."""
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Combined logs interleave ranks; each (file, rank) stream keeps its own traceback state, so rank 2's
 frames never end up under rank 0's exception. torchrun's failure summary (ChildFailedError) gives
 each failed rank's exit code, pid, host and time: a negative code is a signal, and SIGTERM means the
-launcher stopped that rank because another one failed.
+launcher stopped that rank because another one failed. A paste may start inside that table (its `rank :` and
+`exitcode :` lines are read on their own); other launchers report exits in their own words
+(``jobs.signatures.exit_report``: srun, DeepSpeed, Lightning, accelerate, mpirun, mp.spawn).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobs.lines import LogLine, summary_time
-from jobs.signatures import meaning, worth_reading
+from jobs.signatures import exit_report, meaning, worth_reading
 
 TRACEBACK = re.compile(r"^\s*(?:Original )?Traceback \(most recent call last\):")
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -23,11 +25,14 @@ EXCEPTION = re.compile(r"^(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interru
 LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|^/pytorch/|/torch/|<string>|importlib")
 SUMMARY_ENTRY = re.compile(r"^\s*\[(?P<n>\d+)\]:\s*$")
 SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
-LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")
+SUMMARY_RANK = re.compile(r"(?P<rank>\d+)(?: \(local_rank:? ?(?P<local>\d+)?)?")  # a line cut mid-way still gives the rank
+SUMMARY_CODE = re.compile(r"(?P<code>-?\d+)(?: \(pid:? ?(?P<pid>\d+)?)?")
+# Fields only torchrun's failure table prints: a paste that starts inside the table (its "[0]:" and header cut off)
+# opens an entry on them; "time :" and "host :" lines just before are kept until one comes.
+TABLE_FIELD = re.compile(r"^\s*(?:rank\s*:\s*\d+ \(local_r|exitcode\s*:\s*(?:-\d+|[1-9]\d*)(?:\s|$))")
 # DeepSpeed's launcher: "[launch.py:321:sigkill_handler] ['python', '-u', 'train.py', '--local_rank=1', ...] exits
 # with return code = -9". The command it prints is the last one it started, not the failed rank's (launch.py keeps
-# the loop variable), so the line gives the code and no rank.
-DS_LAUNCHER_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
+# the loop variable), so the line gives the code and no rank (signatures.json's "exits" table reads it so).
 NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
 WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
 WHAT = re.compile(r"^(?:terminate called after throwing an instance of '[\w:]+'\s*)?what\(\):\s*")  # C++ exceptions
@@ -62,6 +67,7 @@ class Event:
     local_rank: int | None = None  # torchrun's tee prefix ([default1]:) names the local rank
     line_zh: str = ""  # ``line`` in Chinese, where traindoc wrote it (an exit code explained), not the log
     detail: list[str] = field(default_factory=list)  # the lines the error message continues on (NCCL's "Last error:")
+    meaning: str = ""  # what the line means, where the line alone does not say it (signatures.json's "explain")
 
 
 @dataclass
@@ -75,6 +81,10 @@ class Exit:
     host: str | None = None
     time: datetime | None = None
     note: str = ""
+    launcher: str = "torchrun"  # whose report: torchrun, deepspeed, srun, lightning, accelerate, mpirun, spawn
+    first: bool = False  # torchrun's "Root Cause (first observed failure)" entry
+    oom: bool = False  # Slurm's "Out Of Memory": the step's cgroup OOM-killed it
+    after_first: bool = False  # a SIGKILL that followed another kind of failure: the launcher's or scheduler's kill
 
 
 @dataclass
@@ -124,6 +134,9 @@ class EventCollector:
         self._tracebacks: dict[tuple[str, int | None, int | None], _Traceback] = {}
         self._summary: Exit | None = None
         self._in_summary = False
+        self._root_section = False  # in torchrun's "Root Cause (first observed failure)" block
+        self._implicit = False  # in a table whose header the paste cut off
+        self._pending: list[LogLine] = []  # "time :" / "host :" lines that may open such a table
         self._order = 0
         self._locals: set[tuple[str | None, int]] = set()
         self._last_time: dict[tuple[str, int | None, int | None], datetime] = {}
@@ -191,6 +204,12 @@ class EventCollector:
             del self._continued[key]
             return False
         event.detail.append(text[:300])
+        # NCCL's wrapper ("invalid usage", "unhandled system error") names its cause on a line below: that line's own
+        # meaning is the failure ("Last error: Bootstrap : no socket interface found" is the network set-up)
+        if (CONTINUED.search(event.line) and (found := meaning(text)) is not None and found.kind == "root"
+                and found.category != event.category):
+            event.category, event.summary = found.category, found.summary
+            event.meaning = found.summary if found.explain else event.meaning
         return True
 
     def _learn(self, line: LogLine) -> None:
@@ -208,45 +227,73 @@ class EventCollector:
         if match := COLLECTIVE.search(line.text):
             if (owner := self._rank(line)) is not None:
                 job.collectives.setdefault(owner, f"{match['op']} SeqNum={match['seq']}")
-        if match := LAUNCHER_EXIT.search(line.text):
-            job.exits.append(Exit(None, int(match["local"]), int(match["code"]), int(match["pid"]), line.host, line.time))
-        elif match := DS_LAUNCHER_EXIT.search(line.text):
-            job.exits.append(Exit(None, None, int(match["code"]), None, line.host, line.time))
+        if (report := exit_report(line.text)) is not None:
+            host = report.host or line.host
+            ranks: tuple[int | None, ...] = report.ranks or (None,)
+            for named in ranks:
+                job.exits.append(Exit(named, report.local_rank, report.code, report.pid, host, line.time,
+                                      launcher=report.launcher, oom=report.oom))
+                if named is not None:
+                    job.ranks.add(named)
+                    if host:
+                        job.hosts.setdefault(named, host)
 
     def _summary_line(self, line: LogLine) -> bool:
-        """torchrun's "Root Cause (first observed failure)" / "Failures:" blocks."""
+        """torchrun's "Root Cause (first observed failure)" / "Failures:" blocks, or the part of one a paste kept."""
         text = line.text
-        if "Root Cause (first observed failure)" in text or text.strip() in ("Failures:", "Other Failures:"):
-            self._in_summary = True
-            self._add(line, text.strip(), [], found_kind="symptom")
-            return True
-        if not self._in_summary:
-            return False
-        entry = SUMMARY_ENTRY.match(text)
-        if entry or (not text.strip() and line.rank is not None):  # "[1]:" (the reader took it for a prefix)
-            self._summary = Exit(int(entry["n"]) if entry else line.rank, None, None)
-            self.job.exits.append(self._summary)
+        stripped = text.strip()
+        if "Root Cause (first observed failure)" in text or stripped in ("Failures:", "Other Failures:"):
+            self._in_summary, self._implicit, self._summary = True, False, None
+            self._root_section = "Root Cause" in text
+            self._add(line, stripped, [], found_kind="symptom")
             return True
         field_match = SUMMARY_FIELD.match(text)
+        if not self._in_summary:
+            if field_match is None:
+                self._pending.clear()
+                return False
+            if not TABLE_FIELD.match(text):
+                self._pending = [*self._pending[-3:], line]  # "time :" / "host :": torchrun's, if a table field follows
+                return False
+            self._in_summary, self._implicit, self._root_section = True, True, False
+            self._summary = Exit(None, None, None)
+            self.job.exits.append(self._summary)
+            self._add(line, stripped, [], found_kind="symptom")  # the table is the launcher's summary, cut or not
+            for earlier in self._pending:
+                self._summary_field(earlier, SUMMARY_FIELD.match(earlier.text))
+            self._pending.clear()
+        entry = SUMMARY_ENTRY.match(text)
+        if entry or (not stripped and line.rank is not None):  # "[1]:" (the reader took it for a prefix)
+            self._summary = Exit(int(entry["n"]) if entry else line.rank, None, None, first=self._root_section)
+            self.job.exits.append(self._summary)
+            return True
         if field_match is None or self._summary is None:
-            if text.strip().startswith("=" * 10) and self._summary is not None:
+            if stripped.startswith("=" * 10) and self._summary is not None:
                 self._in_summary = False
-            return text.strip().startswith(("-" * 10, "=" * 10, "<NO_OTHER_FAILURES>"))
+            elif self._implicit and stripped and not stripped.startswith(("-" * 10, "<NO_OTHER_FAILURES>")):
+                self._in_summary = self._implicit = False  # the cut table ended: this line is something else
+            return stripped.startswith(("-" * 10, "=" * 10, "<NO_OTHER_FAILURES>"))
+        self._summary_field(line, field_match)
+        return True
+
+    def _summary_field(self, line: LogLine, field_match: re.Match[str] | None) -> None:
+        if field_match is None or self._summary is None:
+            return
         key, value = field_match["key"], field_match["value"].strip()
         entry_exit = self._summary
         if key == "time":
-            entry_exit.time = summary_time(text)
+            entry_exit.time = summary_time(line.text)
         elif key == "host":
-            entry_exit.host = value
-        elif key == "rank" and (m := re.match(r"(\d+) \(local_rank: (\d+)\)", value)):
-            entry_exit.rank, entry_exit.local_rank = int(m[1]), int(m[2])
+            entry_exit.host = value or None
+        elif key == "rank" and (m := SUMMARY_RANK.match(value)):
+            entry_exit.rank = int(m["rank"])
+            entry_exit.local_rank = int(m["local"]) if m["local"] else entry_exit.local_rank
             self.job.ranks.add(entry_exit.rank)
-        elif key == "exitcode" and (m := re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", value)):
-            entry_exit.code = int(m[1])
-            entry_exit.pid = int(m[2]) if m[2] else None
+        elif key == "exitcode" and (m := SUMMARY_CODE.match(value)):
+            entry_exit.code = int(m["code"])
+            entry_exit.pid = int(m["pid"]) if m["pid"] else None
         elif key == "traceback":
             entry_exit.note = value
-        return True
 
     @staticmethod
     def _stream(line: LogLine) -> tuple[str, int | None, int | None]:
@@ -281,10 +328,11 @@ class EventCollector:
         kind: str
         if found is not None:
             kind, category, summary = found.kind, found.category, found.summary
+            explained = found.summary if found.explain else ""
         elif found_kind is None and frames is not None and EXCEPTION.match(text):
-            kind, category, summary = "root", "exception", "an exception"
+            kind, category, summary, explained = "root", "exception", "an exception", ""
         elif found_kind is not None:
-            kind, category, summary = found_kind, "launcher_summary", "the launcher's failure summary"
+            kind, category, summary, explained = found_kind, "launcher_summary", "the launcher's failure summary", ""
         else:
             return
         if text.startswith(("SignalException", "torch.distributed.elastic.multiprocessing.api.SignalException")):
@@ -295,7 +343,7 @@ class EventCollector:
             rank=self._rank(line), host=line.host, time=line.time,
             not_before=None if line.time else self._last_time.get(self._stream(line)), where=where, func=func,
             call=collective_call(frames), frames=[f"{f} ({p.rsplit('/', 1)[-1]}:{n})" for p, n, f in frames[-6:]],
-            source=line.source, local_rank=line.local_rank,
+            source=line.source, local_rank=line.local_rank, meaning=explained,
         ))
         if kind == "root" and (CONTINUED.search(text) or text.rstrip().endswith(":")):  # "...: " goes on below
             self._continued[self._stream(line)] = self.job.events[-1]
@@ -330,9 +378,52 @@ class EventCollector:
             if event.rank is None and (match := PROCESS_PID.search(event.line)):
                 event.rank = pids.get(int(match["pid"]))
 
+    def _merge_exits(self) -> None:
+        """One process's exit reported twice (torchrun's "failed (exitcode: -9) local_rank: 1 (pid: 42)" and its table's
+        entry for pid 42, or the table's "Signal 9 (SIGKILL) received by PID 42") is one exit, with what each says."""
+        by_pid: dict[int, Exit] = {}
+        kept: list[Exit] = []
+        for x in self.job.exits:
+            into = by_pid.get(x.pid) if x.pid is not None else None
+            if into is not None and (into.host is None or x.host is None or into.host == x.host):
+                for name in ("rank", "local_rank", "code", "host", "time"):
+                    if getattr(into, name) is None:
+                        setattr(into, name, getattr(x, name))
+                into.first, into.oom, into.note = into.first or x.first, into.oom or x.oom, into.note or x.note
+                continue
+            if x.pid is not None:
+                by_pid[x.pid] = x
+            kept.append(x)
+        self.job.exits = kept
+
+    def _after_first(self) -> None:
+        """srun's "Killed" tasks after a task exited with an error of its own are srun's kill (--kill-on-bad-exit, or the
+        step torn down), not the host's OOM killer. torchrun's table is left as it is: its "first observed failure" is
+        the first exit it noticed, and a rank SIGKILLed by the OOM killer may be noticed after its victims."""
+        first = first_failure(self.job.exits)
+        if first is None or first.code == -9 or first.launcher != "srun":
+            return
+        for x in self.job.exits:
+            if x is not first and x.code == -9 and x.launcher == "srun" and not x.oom:
+                x.after_first = True
+
     def result(self) -> JobEvents:
+        self._merge_exits()
+        self._after_first()
         self._global_ranks()
         return self.job
+
+
+def first_failure(exits: list[Exit]) -> Exit | None:
+    """The exit that came first among those that were not the launcher stopping a rank (SIGTERM): torchrun's "first
+    observed failure", else the earliest by time, else the first reported."""
+    failed = [x for x in exits if x.code not in (None, 0, -15) and not x.after_first]
+    if not failed:
+        return None
+    if (marked := next((x for x in failed if x.first), None)) is not None:
+        return marked
+    timed = [x for x in failed if x.time is not None]
+    return min(timed, key=lambda x: x.time) if len(timed) == len(failed) else failed[0]  # type: ignore[arg-type,return-value]
 
 
 def collect(lines: Iterable[LogLine]) -> JobEvents:

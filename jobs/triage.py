@@ -12,7 +12,18 @@ from pathlib import Path
 from typing import IO
 
 from jobs import wording
-from jobs.consequences import clock, collective_of, consequences_of, rank_world, sort_key, symptoms_in_chinese, timeline, why
+from jobs.codes import meanings
+from jobs.consequences import (
+    clock,
+    collective_of,
+    consequences_of,
+    from_launcher,
+    rank_world,
+    sort_key,
+    symptoms_in_chinese,
+    timeline,
+    why,
+)
 from jobs.diagnosis import HANG_WORDS, JobDiagnosis, RootCause, clip
 from jobs.events import SIGNALS, Event, JobEvents, collect
 from jobs.lines import LogLine
@@ -43,7 +54,7 @@ def _earliest(events: list[Event]) -> Event:
 def _attribute(job: JobEvents) -> None:
     """Give unattributed root events the rank that failed by itself, when exactly one did."""
     failed = {x.rank for x in job.exits if x.rank is not None and x.code is not None and x.code > 0}
-    failed |= {x.rank for x in job.exits if x.rank is not None and x.code in (-7, -9, -11)}
+    failed |= {x.rank for x in job.exits if x.rank is not None and x.code in (-7, -9, -11) and not x.after_first}
     if len(failed) == 1:
         rank = next(iter(failed))
         host = next((x.host for x in job.exits if x.rank == rank and x.host), None)
@@ -60,17 +71,25 @@ def _exit_events(job: JobEvents) -> list[Event]:
         if x.code is None or x.code >= 0:
             continue
         name = SIGNALS.get(-x.code, f"signal {-x.code}")
-        line = f"exitcode {x.code} ({name})" + (f": {x.note}" if x.note else "")
-        if x.code == -15 or x.code == -6:
-            kind, category = "symptom", "killed_by_launcher" if x.code == -15 else "process_abort"
+        task = f"Slurm task {x.rank}: " if x.launcher == "srun" and x.rank is not None else ""
+        line = f"{task}exitcode {x.code} ({name})" + (f": {x.note}" if x.note else "")
+        if x.code in (-15, -1, -2, -3) or x.after_first:  # stopped: by the launcher, the scheduler, a user
+            kind, category = "symptom", "killed_by_launcher"
+        elif x.code == -6:
+            kind, category = "symptom", "process_abort"
         elif x.code == -7:
             kind, category = "root", "dataloader_worker"
-        elif x.code == -11:
+        elif x.code in (-11, -4, -8):
             kind, category = "root", "native_crash"  # a segfault: native code (an extension, a driver, a library)
         else:
             kind, category = "root", "host_oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
         summary, line_zh = f"killed by {name}", ""
-        if x.code == -9:  # said where it is shown: a bare "exitcode -9" reads as a mystery
+        if x.after_first:
+            summary = f"killed by {name} after another rank had failed: the launcher's (or the scheduler's) kill"
+        elif x.oom:
+            summary += ": Slurm reports Out Of Memory (the step's cgroup memory limit: --mem, --mem-per-cpu, --mem-per-gpu)"
+            line += f": {summary}"
+        elif x.code == -9:  # said where it is shown: a bare "exitcode -9" reads as a mystery
             summary += (", usually by the kernel's OOM killer: host RAM ran out (`dmesg -T | grep -i 'killed process'`"
                         " shows it), else the scheduler or a user sent it")
             line_zh = f"{line}：{wording.KILLED_BY_SIGKILL}"
@@ -91,7 +110,17 @@ def _root_summary(event: Event, every: bool) -> str:
     if event.where:
         place = f" in {event.func} ({event.where})" if event.func and event.func != "<module>" else f" at {event.where}"
     verb = "raised" if _raised(event) else "reported"
-    return f"{who}{host} {verb} {clip(event.line)}{place}{clock(event.time)}"
+    return f"{who}{host} {verb} {clip(event.line)}{place}{clock(event.time)}{_meaning(event)}"
+
+
+def _meaning(event: Event) -> str:
+    """What the line means where it does not say it (an argparse error: whose parser; a missing interface: which
+    variable; a CUDA error code: what it is), after the line as printed."""
+    if event.meaning:
+        return f": {event.meaning}"
+    if event.category == "cuda_error" and (codes := meanings([event.line, *event.detail], most=1)):
+        return f": {codes[0].said('en')}"
+    return ""
 
 
 def _confidence(root: Event, others: list[Event]) -> float:
@@ -173,8 +202,8 @@ def triage_events(job: JobEvents, question: str = "") -> JobDiagnosis | None:
         return from_waits(job, events)
     if HANG_WORDS.search(question) or (job.lines and not events and HANG_WORDS.search(job.last_line)):
         return _hang(job)
-    if events:
-        return from_waits(job, events)
+    if events:  # the launcher's report and its reaction alone (a paste of its last lines): never "every rank timed out"
+        return from_launcher(job, events)
     return None
 
 
