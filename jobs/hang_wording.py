@@ -96,6 +96,8 @@ def remote(count: int) -> str:
     return f"；其余 {count} 个 rank 在其他节点上运行：其中某个可能不在这个集合通信里"
 
 
+P2P_DEADLOCK = ("：每个 rank 都在同一个点对点调用中等待：每个 rank 等待的对端自己也在等待，这是发送与接收顺序上的死锁（双方都先接收），"
+                "不是网络故障")
 EVERY_RANK_ON_ITS_GPU = ("：每个 rank 都在等待自己的 GPU（CUDA 同步）；这可能是它自己的长 kernel，也可能是 NCCL 在 GPU 上执行、"
                          "而某个对端尚未加入的集合通信，仅凭 Python 栈帧无法区分")
 BACKWARD_UNDECIDED = ("：DDP 的梯度 all-reduce 在 backward 内部等待，耗时很长的 backward 计算看起来也一样；仅凭 Python 栈帧"

@@ -22,6 +22,7 @@ COLLECTIVES = frozenset({
     "scatter_object_list", "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv", "send_object_list",
     "recv_object_list", "batch_isend_irecv", "inference_all_reduce",
 })
+POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "send_object_list", "recv_object_list", "batch_isend_irecv"})
 RENDEZVOUS = frozenset({
     "init_process_group", "new_group", "new_subgroups", "init_device_mesh", "rendezvous", "_store_based_barrier",
     "_create_c10d_store", "_env_rendezvous_handler", "_tcp_rendezvous_handler", "init_distributed",
@@ -253,6 +254,13 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
             summary += f"; the other {(world_size or 0) - len(ranks)} ranks run on other nodes: one of them may be elsewhere"
             said += zh.remote((world_size or 0) - len(ranks))
             next_evidence = [NODES_HINT, FR_HINT, NCCL_HINT]
+        elif coll[0].place.label.rsplit(".", 1)[-1] in POINT_TO_POINT:
+            category, confidence = "collective_mismatch", 0.6
+            summary += (": every rank waits in the same point-to-point call: each waits for a peer that is itself "
+                        "waiting, a deadlock in the order of sends and receives (both sides receiving first), not a "
+                        "network fault")
+            said += zh.P2P_DEADLOCK
+            next_evidence = [DETAIL_HINT, FR_HINT]
         else:
             summary += ": every rank is in the same collective, so none is missing; the collective itself does not complete"
             said += zh.SAME_COLLECTIVE

@@ -102,3 +102,10 @@ def test_a_rank_waiting_on_its_gpu_cannot_be_told_from_its_own_long_kernel() -> 
     mixed = analyse_stacks([RankStack(0, thread.frames), RankStack(1, loader)], world_size=2).diagnosis
     assert mixed.root_cause is not None and (mixed.root_cause.category, mixed.root_cause.rank) == ("straggler", 1)
     assert mixed.root_cause.confidence < 0.5 and "Flight Recorder" in mixed.why_consequences
+
+
+def test_ranks_deadlocked_in_the_same_point_to_point_call_are_a_mismatch_not_the_network() -> None:
+    recv = _frames(("recv", SITE + "torch/distributed/distributed_c10d.py", 2700), ("exchange", "/job/pipeline.py", 41))
+    diagnosis = analyse_stacks([RankStack(r, recv) for r in range(2)], world_size=2).diagnosis
+    assert diagnosis.root_cause is not None and diagnosis.root_cause.category == "collective_mismatch"
+    assert "not a network fault" in diagnosis.root_cause.summary and "死锁" in diagnosis.wording["zh"]["root"]
