@@ -234,6 +234,8 @@ class Troubleshooter:
 
         runbook = None
         best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
+        if best is not None and _probe_explains(diagnosis, question.text):
+            best = None  # what this machine shows is the verdict: a runbook that only reads alike does not lead it
         if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
                              None if result.no_match else result.confidence)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
@@ -341,6 +343,15 @@ class Troubleshooter:
         future = pool.submit(diagnose, request)
         pool.shutdown(wait=False)
         return future
+
+
+def _probe_explains(diagnosis: Any, question: str) -> bool:
+    """A probe found a problem that is what the question asks about (a CPU-only torch for "CUDA is not available")."""
+    if diagnosis is None:
+        return False
+    from agent.diagnose import explains
+
+    return any(explains(finding, question) for result in diagnosis.results for finding in result.findings)
 
 
 def reviewed(citation: Citation, lang: Lang, evidence: list[str]) -> Citation:

@@ -20,7 +20,7 @@ import numpy as np
 @dataclass(frozen=True)
 class Family:
     name: str
-    kind: str  # "error", "platform" (vetoes sections that never name it) or "framework" (named, never a veto)
+    kind: str  # "error", "platform" (vetoes sections that never name it), "framework" (named, never a veto), "symptom"
     detect: re.Pattern[str]
     cover: re.Pattern[str]
 
@@ -61,15 +61,16 @@ class Recognition:
     platforms: tuple[Family, ...]
     errors: tuple[Family, ...]
     frameworks: tuple[Family, ...] = ()  # named in the question: shown, never a veto (a JAX job's NCCL error is NCCL's)
+    symptoms: tuple[Family, ...] = ()  # a hang, a multi-node-only failure: sections about it rank first, no evidence
 
     @property
     def names(self) -> list[str]:
-        return [f.name for f in self.platforms + self.errors + self.frameworks]
+        return [f.name for f in self.platforms + self.errors + self.symptoms + self.frameworks]
 
     @property
     def ranks(self) -> bool:
-        """A platform or an error family was recognised: sections about it rank first."""
-        return bool(self.platforms or self.errors)
+        """A platform, an error or a symptom family was recognised: sections about it rank first."""
+        return bool(self.platforms or self.errors or self.symptoms)
 
     def evidence(self, covers: np.ndarray, row: int) -> tuple[float, float]:
         """(family, platform) for one chunk, as corpus.answerability reads them: family +1 when the chunk
@@ -88,9 +89,10 @@ class Recognition:
         ok = np.ones(rows, dtype=bool)
         for platform in self.platforms:
             ok &= covers[:, index[platform.name]]
-        if not self.errors:
+        named = self.errors + self.symptoms
+        if not named:
             return ok.astype(np.float32)
-        share = covers[:, [index[e.name] for e in self.errors]].sum(axis=1) / len(self.errors)
+        share = covers[:, [index[e.name] for e in named]].sum(axis=1) / len(named)
         return np.where(ok & (share > 0), share, 0).astype(np.float32)
 
 
@@ -103,5 +105,7 @@ def recognise(question: str, error_lines: list[str]) -> Recognition:
     # a platform. Named only in the prose ("my JAX job"), the failure the lines show is what is answered.
     platforms = tuple(f for f in found if f.kind == "platform" or (f.kind == "framework" and f in in_errors))
     scope = "\n".join(error_lines) if error_lines else (question if len(question) < 600 else "")
-    errors = tuple(f for f in detect(scope) if f.kind == "error")
-    return Recognition(platforms, errors, tuple(f for f in found if f.kind == "framework" and f not in platforms))
+    in_scope = detect(scope)
+    errors = tuple(f for f in in_scope if f.kind == "error")
+    symptoms = tuple(f for f in in_scope if f.kind == "symptom")
+    return Recognition(platforms, errors, tuple(f for f in found if f.kind == "framework" and f not in platforms), symptoms)

@@ -181,3 +181,17 @@ def test_a_section_outside_the_nearest_chunks_keeps_a_likeness_no_higher_than_th
     assert _at_most_nearest(cosine, 1) == pytest.approx(0.91)
     assert _at_most_nearest(cosine, 0) == pytest.approx(0.84)  # not 0: at most the farthest of the nearest
     assert _at_most_nearest(np.zeros(3, dtype=np.float32), 2) == 0.0
+
+
+def test_a_symptom_ranks_the_sections_about_it_but_is_no_evidence_that_one_explains_the_cause():
+    """"Stuck" is said of a hung training job and of a Kubernetes pod pulling an image alike: a hang section covers
+    the symptom, not the cause, so it moves up without counting as the answer."""
+    names = [f.name for f in catalogue()]
+    covers = np.zeros((2, len(names)), dtype=bool)
+    for row, text in enumerate(["训练卡住 (hang): 检查每个 rank", "CUDA out of memory: lower the batch size"]):
+        for name in covered(text):
+            covers[row, names.index(name)] = True
+    found = recognise("my pod is stuck in ImagePullBackOff", [])
+    assert "job hangs / stuck" in found.names and found.ranks
+    assert found.evidence(covers, 0) == (0.0, 0.0)  # covered, and still no evidence
+    assert list(found.coverage_matrix(covers)) == [1.0, 0.0]  # but it ranks first
