@@ -21,22 +21,11 @@ from common.errors import ConfigError, InputError
 from jobs import hang_wording as zh
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom
 from jobs.flight_recorder import FrFinding
+from jobs.places import Place, RankStack, StackGroup
 from jobs.pyspy import Frame
 from jobs.pyspy import main_thread as _main_thread
-from jobs.stacks import (
-    FR_HINT,
-    NATIVE_HINT,
-    NCCL_HINT,
-    NODES_HINT,
-    RENDEZVOUS_EVIDENCE,
-    HangSnapshot,
-    Place,
-    RankStack,
-    StackGroup,
-    analyse_stacks,
-    group_stacks,
-    locate,
-)
+from jobs.stack_hints import FR_HINT, NATIVE_HINT, NCCL_HINT, NODES_HINT, RENDEZVOUS_EVIDENCE
+from jobs.stacks import HangSnapshot, analyse_stacks, group_stacks, locate
 
 __all__ = ["HangSnapshot", "RankStack", "analyse_flight_recorder", "analyse_stacks", "group_stacks", "locate",
            "merge_flight_recorder", "snapshot_from_debug_server", "snapshot_job", "take_snapshot"]

@@ -12,13 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
+from jobs import stack_hints as english
 from jobs.diagnosis import span
 from jobs.wording import rank_names
 
 if TYPE_CHECKING:
     from jobs.diagnosis import JobDiagnosis
     from jobs.flight_recorder import FrFinding
-    from jobs.stacks import Place, StackGroup
+    from jobs.places import Place, StackGroup
 
 # -- where a group is --------------------------------------------------------------------------------------------
 
@@ -154,11 +155,9 @@ def look_at(group: StackGroup) -> str:
 
 @cache
 def _hints() -> dict[str, str]:
-    from jobs import stacks  # here, not at the top: jobs.stacks imports this module
-
-    return {stacks.FR_HINT: FR_HINT, stacks.NCCL_HINT: NCCL_HINT, stacks.DETAIL_HINT: DETAIL_HINT,
-            stacks.NATIVE_HINT: NATIVE_HINT, stacks.NODES_HINT: NODES_HINT,
-            **dict(zip(stacks.RENDEZVOUS_EVIDENCE, RENDEZVOUS_EVIDENCE, strict=True))}
+    return {english.FR_HINT: FR_HINT, english.NCCL_HINT: NCCL_HINT, english.DETAIL_HINT: DETAIL_HINT,
+            english.NATIVE_HINT: NATIVE_HINT, english.NODES_HINT: NODES_HINT,
+            **dict(zip(english.RENDEZVOUS_EVIDENCE, RENDEZVOUS_EVIDENCE, strict=True))}
 
 
 def items(english: Iterable[str], own: Mapping[str, str] | None = None) -> list[str]:

@@ -6,14 +6,16 @@ collectives are a collective mismatch; ranks inside init_process_group wait for 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from jobs import hang_wording as zh
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, ranks_text, span
 from jobs.flight_recorder import FrFinding
 from jobs.framework_waits import framework_of, framework_wait
+from jobs.places import C10D_API, Place, RankStack, StackGroup
 from jobs.pyspy import Frame
+from jobs.stack_hints import DETAIL_HINT, FR_HINT, NATIVE_HINT, NCCL_HINT, NODES_HINT, RENDEZVOUS_EVIDENCE
 
 COLLECTIVES = frozenset({
     "barrier", "monitored_barrier", "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
@@ -29,68 +31,6 @@ RENDEZVOUS = frozenset({
     "next_rendezvous", "_rendezvous", "_initialize_workers", "_assign_worker_ranks",
 })
 _DIST_FILES = (("torch/distributed/", "dist"), ("deepspeed/comm/", "deepspeed.comm"))
-
-FR_HINT = ("Flight Recorder traces of every rank name the first collective where ranks diverge: rerun with "
-           "TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, "
-           "then `traindoc hang --fr-dir fr/`")
-NCCL_HINT = "NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET) shows which transport and which peer a rank waits on"
-DETAIL_HINT = ("TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collective with the same shapes, "
-               "and names the first rank that does not")
-NATIVE_HINT = "`traindoc hang --native` shows the C++/CUDA frames under the Python ones (inside NCCL, or a CUDA sync)"
-NODES_HINT = ("the ranks on the other nodes: start torch.distributed.debug.start_debug_server() in the job and run "
-              "`traindoc hang --debug-server http://RANK0_HOST:25999`, or run `traindoc hang` on each node")
-
-PlaceKind = Literal["collective", "rendezvous", "device", "elsewhere", "unreadable"]
-C10D_API = "torch/distributed/distributed_c10d.py"  # every public function there on a hung stack is a c10d call
-
-
-@dataclass(frozen=True)
-class RankStack:
-    """One rank's main-thread stack (innermost first), or why it could not be read."""
-
-    rank: int
-    frames: tuple[Frame, ...] = ()
-    pid: int | None = None
-    host: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class Place:
-    kind: PlaceKind
-    label: str  # "dist.barrier", "load_shard", or the error
-    user: Frame | None = None  # the deepest frame outside site-packages and the standard library
-    inner: Frame | None = None  # the innermost Python frame
-    inferred: bool = False  # a wait read from frames that a long computation shows too (backward without native frames)
-
-    def text(self) -> str:
-        if self.kind == "unreadable":
-            return self.label
-        if self.kind in ("collective", "rendezvous", "device"):
-            if self.user is None:
-                return f"{self.label} in {self.inner.text()}" if self.inner else self.label
-            return f"{self.label} ({self.user.where})"
-        if self.user is None:
-            return self.inner.text() if self.inner else "?"
-        text = f"{self.user.function} ({self.user.where})"
-        if self.inner is not None and self.inner != self.user:
-            text += f", inside {self.inner.text()}"
-        return text
-
-
-@dataclass
-class StackGroup:
-    place: Place
-    ranks: list[int]
-    pids: list[int] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
-    frames: list[str] = field(default_factory=list)  # the shared stack, innermost first
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ranks": self.ranks, "pids": self.pids, "hosts": self.hosts, "kind": self.place.kind,
-                "where": self.place.text(), "user_frame": self.place.user.where if self.place.user else None,
-                "frames": self.frames}
-
 
 @dataclass
 class HangSnapshot:
@@ -289,11 +229,6 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
 
 
 
-RENDEZVOUS_EVIDENCE = [
-    "whether every node started its launcher with the same --nnodes, --nproc-per-node and rendezvous endpoint "
-    "(MASTER_ADDR:MASTER_PORT or --rdzv-endpoint)",
-    "whether the rendezvous endpoint is reachable from every node: `traindoc probe --port MASTER_PORT` on each",
-]
 
 
 def _phrase(group: StackGroup) -> str:
