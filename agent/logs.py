@@ -58,8 +58,10 @@ def pasted_job(text: str) -> JobDiagnosis | None:
         return None
     if diagnosis is None or diagnosis.root_cause is None:
         return None
-    if not diagnosis.symptoms and diagnosis.root_cause.category in ("exception", "unknown"):
-        return None  # one error line of a kind no triage names: retrieval reads it as well
+    if not diagnosis.symptoms and diagnosis.root_cause.category in ("exception", "unknown", "rendezvous"):
+        # One error line of a kind no triage names (retrieval reads it as well), or prose that says the job stopped
+        # ("训练到一半就不动了"), which the log reader would take for a log that ends at the launch.
+        return None
     return diagnosis
 
 
