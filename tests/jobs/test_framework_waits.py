@@ -109,3 +109,17 @@ def test_ranks_deadlocked_in_the_same_point_to_point_call_are_a_mismatch_not_the
     diagnosis = analyse_stacks([RankStack(r, recv) for r in range(2)], world_size=2).diagnosis
     assert diagnosis.root_cause is not None and diagnosis.root_cause.category == "collective_mismatch"
     assert "not a network fault" in diagnosis.root_cause.summary and "死锁" in diagnosis.wording["zh"]["root"]
+
+
+def test_flight_recorder_settles_what_a_cuda_sync_cannot() -> None:
+    """Every rank waits on its GPU: undecided from stacks; the dumps show rank 2 never joined all_reduce #7."""
+    from jobs.flight_recorder import FrFinding
+    from jobs.hang import merge_flight_recorder
+
+    sync = _frames(("synchronize", SITE + "torch/cuda/__init__.py", 1162), ("train_step", "/job/train.py", 44))
+    snapshot = analyse_stacks([RankStack(r, sync) for r in range(3)], world_size=3)
+    assert snapshot.diagnosis.root_cause is not None and snapshot.diagnosis.root_cause.category == "unknown"
+    merge_flight_recorder(snapshot, FrFinding("rank 2 never joined nccl:all_reduce #7", [0, 1, 2], [0, 1, 2],
+                                              collective="nccl:all_reduce #7 (default_pg)", missing_ranks=[2]))
+    root = snapshot.diagnosis.root_cause
+    assert root is not None and (root.category, root.rank) == ("straggler", 2)
