@@ -4,7 +4,8 @@ Target: under 3 s (median of N runs), from spawning `traindoc` to its exit: CLI 
 py-spy on every rank at once, grouping, JSON. The jobs are the ones the tests use (tests/jobs/data/hang/train.py),
 one per shape: plain dist.barrier (ranks 0 and 2 wait, rank 1 in load_shard), DDP (ranks 0 and 2 inside
 loss.backward(), waiting for the gradients' all-reduce), FSDP2 (ranks 0 and 2 in the forward's all-gather) and a
-collective mismatch (rank 1 in all_reduce, the others in barrier). Per shape: verdict right, rank right, the odd
+collective mismatch (rank 1 in all_reduce, the others in barrier), and ranks 0 and 2 in init_process_group while
+rank 1 has not reached it. Per shape: verdict right, rank right, the odd
 rank's file:line right; each job must still be alive at the end (the snapshot is read-only). Also reported: the
 straggler through torch's debug server when its optional dependencies (tabulate, jinja2) are installed.
 
@@ -33,6 +34,7 @@ SHAPES = {
     "ddp": ("straggler", 1, "time.sleep(LIFETIME_S)  # straggler"),
     "fsdp": ("straggler", 1, "time.sleep(LIFETIME_S)  # straggler"),
     "mismatch": ("collective_mismatch", 1, "dist.all_reduce(tensor)  # mismatch"),
+    "init": ("straggler", 1, "time.sleep(LIFETIME_S)  # straggler"),
 }
 
 

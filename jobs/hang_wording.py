@@ -116,6 +116,10 @@ def straggler(waiting: Sequence[int], odd: Sequence[int]) -> str:
             "还没有调用。")
 
 
+def before_init(waiting: Sequence[int], odd: Sequence[int], call: str) -> str:
+    return f"{rank_names(waiting)} 在 {call} 中等待所有 rank 加入进程组，而 {rank_names(odd)} 还没有调用它。"
+
+
 def gpu_straggler(syncing: Sequence[int], odd: Sequence[int]) -> str:
     return (f"{rank_names(syncing)} 在等待自己的 GPU：使用 NCCL 时，rank 正是在这里等待某个对端尚未加入的集合通信，而 "
             f"{rank_names(odd)} 根本不在 GPU 上。仅凭 CUDA 同步无法把这与它们自己的长 kernel 区分开：Flight Recorder 可以。")

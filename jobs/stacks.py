@@ -124,6 +124,19 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
     if not coll and not rdv and not other and not device:
         category, rank, confidence = "unknown", None, 0.1
         next_evidence = [lost[0].place.label] if lost else []
+    elif rdv and other and not coll:  # the others wait in init_process_group for the rank still before it
+        category, odd = "straggler", other
+        odd_ranks = sorted(r for g in other for r in g.ranks)
+        waiting = sorted(r for g in rdv for r in g.ranks)
+        rank, confidence = odd_ranks[0], 0.7 if len(odd_ranks) == 1 else 0.5
+        why = (f"{ranks_text(waiting)} wait in {rdv[0].place.label} for every rank to join the process group, and "
+               f"{ranks_text(odd_ranks)} {'has' if len(odd_ranks) == 1 else 'have'} not called it yet.")
+        said_why = zh.before_init(waiting, odd_ranks, rdv[0].place.label)
+        first = odd[0]
+        next_evidence = [f"why {ranks_text(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
+                         f"{first.place.text()}: its full stack (`py-spy dump --pid {first.pids[0] if first.pids else 'PID'}"
+                         f" --native`), its log, the data or file system it reads"]
+        said_next[next_evidence[0]] = zh.look_at(first)
     elif rdv:
         category, rank, confidence = "rendezvous", None, 0.7
         missing = sorted(set(range(world_size or 0)) - set(ranks))

@@ -1,5 +1,6 @@
 """Ranks waiting on their peers in the forms the frameworks make: DDP inside loss.backward() (the autograd engine
-waits for the gradients' all-reduce), FSDP2 in its forward all-gather (real 3-rank torchrun jobs on CPU/gloo, read
+waits for the gradients' all-reduce), FSDP2 in its forward all-gather, init_process_group waiting for a rank still
+before it (real 3-rank torchrun jobs on CPU/gloo, read
 through py-spy and always killed), DeepSpeed's engine.backward and native Reducer frames (recorded stacks), and a
 rank waiting on its GPU, which a CUDA sync alone cannot tell from a long kernel of its own."""
 
@@ -23,9 +24,10 @@ DATA = Path(__file__).resolve().parents[3] / "shared" / "gpu-samples"
 SHARD = line_of("time.sleep(LIFETIME_S)  # straggler")
 BACKWARD = line_of("loss.backward()  # ddp")
 FORWARD = line_of("loss = model(torch.ones(2, 8)).sum()  # fsdp")
+INIT = line_of("dist.init_process_group(\"gloo\", timeout=timedelta(seconds=LIFETIME_S + 60))  # init")
 
 
-@pytest.fixture(scope="module", params=["ddp", "fsdp"])
+@pytest.fixture(scope="module", params=["ddp", "fsdp", "init"])
 def framework_job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HungJob]:
     job = HungJob(tmp_path_factory.mktemp(request.param), mode=request.param, lifetime_s=120)
     try:
@@ -44,8 +46,10 @@ def test_a_live_framework_hang_names_the_straggler_and_where_the_others_wait(fra
     assert (root.category, root.rank, root.where) == ("straggler", 1, f"train.py:{SHARD}"), root.summary
     if framework_job.mode == "ddp":
         assert f"ranks 0 and 2 wait in backward, where DDP's gradient all-reduce waits (train.py:{BACKWARD})" in root.summary
-    else:
+    elif framework_job.mode == "fsdp":
         assert f"ranks 0 and 2 wait in FSDP's dist.all_gather_single (train.py:{FORWARD})" in root.summary
+    else:  # rank 1 has not reached init_process_group: a straggler, not a rendezvous of nodes that never came
+        assert f"ranks 0 and 2 wait in dist.init_process_group (train.py:{INIT})" in root.summary
     assert framework_job.proc is not None and framework_job.proc.poll() is None  # read, never stopped
     stop = snapshot.diagnosis.next_evidence[-1]  # the stacks first, then stop this job by its launcher
     assert f"kill -TERM {framework_job.pid}" in stop and "torchrun" in stop, snapshot.diagnosis.next_evidence

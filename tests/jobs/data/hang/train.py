@@ -5,6 +5,7 @@ HANG_MODE=mismatch: rank 1 calls dist.all_reduce while the others wait in dist.b
 HANG_MODE=ddp: a DistributedDataParallel model; ranks 0 and 2 wait inside loss.backward() (DDP's gradient
 all-reduce, which the autograd engine waits on) while rank 1 is still in load_shard.
 HANG_MODE=fsdp: the same with FSDP2 (fully_shard): ranks 0 and 2 wait in the forward's parameter all-gather.
+HANG_MODE=init: rank 1 is in load_shard before init_process_group, where ranks 0 and 2 wait for it.
 HANG_DEBUG_PORT=N: also start torch's debug server (its frontend on rank 0, port N).
 HANG_READY_DIR=DIR: each rank writes its pid to DIR/rankN just before it hangs.
 HANG_FR_DIR=DIR: each rank writes its Flight Recorder trace to DIR/nccl_trace_rank_N once it hangs, as
@@ -77,7 +78,11 @@ def wrapped(mode: str) -> torch.nn.Module | None:
 
 def main() -> None:
     threading.Timer(LIFETIME_S, os._exit, (3,)).start()  # the job's own deadline
-    dist.init_process_group("gloo", timeout=timedelta(seconds=LIFETIME_S + 60))
+    if os.environ.get("HANG_MODE") == "init":
+        mark_ready(int(os.environ["RANK"]))
+        if os.environ["RANK"] == "1":
+            load_shard(1)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=LIFETIME_S + 60))  # init: ranks 0 and 2 wait here
     rank = dist.get_rank()
     port = os.environ.get("HANG_DEBUG_PORT")
     if port:
