@@ -125,3 +125,12 @@ def test_a_start_up_progress_line_names_its_kind_only_where_the_job_hangs_there(
     assert ended_there is not None and ended_there.kind == "deepspeed_init_hang"
     said = for_lines(["the job hangs", started, "[INFO] something else"])
     assert said is not None and said.kind == "deepspeed_init_hang"
+
+
+@pytest.mark.parametrize(("report", "kind"), [
+    ("跑数据集的时候会在deepspeed init时hang住", "deepspeed_init_hang"),  # "init时": no \b between t and 时
+    ("swift sft --freeze_vit true ... 单卡OOM", None),  # an option's name is no hang
+])
+def test_hang_and_stage_words_are_bounded_by_letters_not_word_boundaries(report: str, kind: str | None) -> None:
+    book = for_hang(report)
+    assert (book.kind if book else None) == kind
