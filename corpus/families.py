@@ -17,6 +17,9 @@ from importlib import resources
 import numpy as np
 
 
+MATCHING = "ascii-boundaries"  # how the patterns are compiled: part of the catalogue's version (snapshots cache covers)
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -33,7 +36,8 @@ def _raw() -> str:
 def catalogue() -> tuple[Family, ...]:
     data = json.loads(_raw())
     families = tuple(
-        Family(f["name"], f["kind"], re.compile(f["detect"], re.M), re.compile(f["cover"], re.M))
+        # ASCII word boundaries: an English word glued to Chinese ("单卡OOM", "显存OOM了") still stands alone.
+        Family(f["name"], f["kind"], re.compile(f["detect"], re.M | re.ASCII), re.compile(f["cover"], re.M | re.ASCII))
         for f in data["families"]
     )
     names = [f.name for f in families]
@@ -44,7 +48,7 @@ def catalogue() -> tuple[Family, ...]:
 
 @cache
 def catalogue_version() -> str:
-    return hashlib.sha256(_raw().encode()).hexdigest()[:12]
+    return hashlib.sha256((_raw() + MATCHING).encode()).hexdigest()[:12]
 
 
 def detect(text: str) -> list[Family]:

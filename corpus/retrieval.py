@@ -101,7 +101,7 @@ class RetrievalResult:
 @cache
 def _glossary() -> list[tuple[re.Pattern[str], str]]:
     data = json.loads(resources.files("corpus").joinpath("data/glossary.json").read_text(encoding="utf-8"))
-    return [(re.compile(e["pattern"], re.IGNORECASE), e["terms"]) for e in data["expansions"]]
+    return [(re.compile(e["pattern"], re.IGNORECASE | re.ASCII), e["terms"]) for e in data["expansions"]]
 
 
 def expansions(text: str) -> list[str]:

@@ -195,3 +195,12 @@ def test_a_symptom_ranks_the_sections_about_it_but_is_no_evidence_that_one_expla
     assert "job hangs / stuck" in found.names and found.ranks
     assert found.evidence(covers, 0) == (0.0, 0.0)  # covered, and still no evidence
     assert list(found.coverage_matrix(covers)) == [1.0, 0.0]  # but it ranks first
+
+
+def test_an_english_word_glued_to_chinese_still_stands_alone():
+    """"单卡OOM" and "显存OOM了": \\b between 卡 and O is no boundary for str patterns; families match ASCII words."""
+    from corpus.families import detect
+
+    assert "CUDA out of memory" in [f.name for f in detect("lora 单卡OOM，nvidia-smi 显示仅少数卡有显存占用")]
+    assert "CUDA out of memory" in [f.name for f in detect("训练到一半显存OOM了")]
+    assert "CUDA out of memory" not in [f.name for f in detect("ZOOM meeting notes")]
