@@ -16,7 +16,6 @@ from importlib import resources
 
 import numpy as np
 
-
 MATCHING = "ascii-boundaries"  # how the patterns are compiled: part of the catalogue's version (snapshots cache covers)
 
 
