@@ -230,12 +230,14 @@ class Troubleshooter:
         elif wrong := contradicted(citations, gpu_archs(self._machine_evidence(question, job, diagnosis))):
             citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in wrong), 1)]
             no_match = not citations  # a section written for another GPU is not the answer
-        from agent.lead import CHOSEN_CONFIDENCE, Retrieved, choose, documents_after, lead_with
+        from agent.lead import CHOSEN_CONFIDENCE, Retrieved, about_finding, choose, documents_after, lead_with
 
         runbook = None
         best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
-        if best is not None and _probe_explains(diagnosis, question.text):
-            best = None  # what this machine shows is the verdict: a runbook that only reads alike does not lead it
+        explaining = _explaining(diagnosis, question.text)
+        if best is not None and explaining and not any(about_finding(best.source, f) for f in explaining):
+            best = None  # what this machine shows is the verdict: a runbook that only reads alike, about something
+            # else, does not lead it (an extension's arch for a CPU-only torch); one about the same problem still does
         if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
                              None if result.no_match else result.confidence)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
@@ -345,13 +347,13 @@ class Troubleshooter:
         return future
 
 
-def _probe_explains(diagnosis: Any, question: str) -> bool:
-    """A probe found a problem that is what the question asks about (a CPU-only torch for "CUDA is not available")."""
+def _explaining(diagnosis: Any, question: str) -> list[Any]:
+    """The probes' problems that are what the question asks about (a CPU-only torch for "CUDA is not available")."""
     if diagnosis is None:
-        return False
+        return []
     from agent.diagnose import explains
 
-    return any(explains(finding, question) for result in diagnosis.results for finding in result.findings)
+    return [finding for result in diagnosis.results for finding in result.findings if explains(finding, question)]
 
 
 def reviewed(citation: Citation, lang: Lang, evidence: list[str]) -> Citation:

@@ -7,8 +7,10 @@ sections retrieval found follow as See also, so a section about another kind nev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from agent.answer import Citation
 from common.language import Lang, say
@@ -88,6 +90,21 @@ def _timed_out_or_hung(job: JobDiagnosis) -> bool:
     return not job.symptoms or any(s.category not in LAUNCHER_REACTIONS for s in job.symptoms)
 
 
+WORD = re.compile(r"[\w.\-]+")
+
+
+def about_finding(source: str, finding: Any) -> bool:
+    """The runbook cited as ``source`` is about what a probe found: every word of one of the finding's topics is in
+    the runbook's title, description or messages (arch_mismatch and an sm_120 finding; not an extension's arch
+    runbook and a CPU-only torch)."""
+    kind = kind_of_source(source)
+    book = in_language(kind, "en") if kind else None
+    if book is None:
+        return False
+    words = {w.strip(".").lower() for w in WORD.findall(" ".join([book.title, book.description, *book.messages]))}
+    return any(topic and all(w.strip(".") in words for w in WORD.findall(topic.lower())) for topic in finding.topics)
+
+
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:
     """The runbook as [1], then the documents' sections retrieval found, as it ranked them (sorting those about the
     runbook's kind first moved 3 of 126 real reports' right section either way, and widened the gap between
@@ -119,4 +136,7 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
                             evidence=[*root.evidence, *job.search_lines])
 
 
-__all__ = ["CHOSEN_CONFIDENCE", "Retrieved", "about_the_same_failure", "choose", "documents_after", "lead_with", "runbook_lead"]
+__all__ = [
+    "CHOSEN_CONFIDENCE", "Retrieved", "about_finding", "about_the_same_failure", "choose",
+    "documents_after", "lead_with", "runbook_lead",
+]
