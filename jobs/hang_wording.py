@@ -41,12 +41,17 @@ LABELS = (
 )
 
 
-def label(text: str) -> str:
-    for pattern, chinese in LABELS:
+def _translated(table: Sequence[tuple[str, str]], text: str) -> str:
+    """The Chinese of the first (pattern, template) row whose pattern matches all of ``text``, else the text."""
+    for pattern, chinese in table:
         found = re.fullmatch(pattern, text)
         if found:
             return chinese.format(*found.groups())
     return text
+
+
+def label(text: str) -> str:
+    return _translated(LABELS, text)
 
 
 def place(where: Place) -> str:
@@ -256,9 +261,5 @@ SOURCES = (
 
 def source(text: str) -> str:
     """Where a snapshot came from, and which job (jobs.hang, jobs.procs), in Chinese."""
-    for pattern, chinese in SOURCES:
-        found = re.fullmatch(pattern, text)
-        if found:
-            return chinese.format(*found.groups())
-    return text
+    return _translated(SOURCES, text)
 
