@@ -170,12 +170,15 @@ def relevant_results(diagnosis: Diagnosis, text: str) -> list:
 WORD = re.compile(r"[\w.]+")
 
 
+def names_a_topic(topics: Sequence[str], text: str) -> bool:
+    """Every word of one of ``topics`` is in ``text`` (case-insensitive)."""
+    words = {w.strip(".").lower() for w in WORD.findall(text)}
+    return any(all(w.strip(".") in words for w in WORD.findall(topic.lower())) for topic in topics if topic)
+
+
 def explains(finding, question: str) -> bool:  # type: ignore[no-untyped-def]
     """A problem finding about what the question asks: every word of one of its topics is in the question."""
-    if finding.severity != "problem":
-        return False
-    words = {w.strip(".").lower() for w in WORD.findall(question)}
-    return any(all(w.strip(".") in words for w in WORD.findall(topic.lower())) for topic in finding.topics if topic)
+    return finding.severity == "problem" and names_a_topic(finding.topics, question)
 
 
 def finding_views(results: Sequence, citations: Sequence[Citation], question: str = "") -> list[FindingView]:

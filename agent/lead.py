@@ -7,7 +7,6 @@ sections retrieval found follow as See also, so a section about another kind nev
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -90,19 +89,15 @@ def _timed_out_or_hung(job: JobDiagnosis) -> bool:
     return not job.symptoms or any(s.category not in LAUNCHER_REACTIONS for s in job.symptoms)
 
 
-WORD = re.compile(r"[\w.\-]+")
-
-
 def about_finding(source: str, finding: Any) -> bool:
     """The runbook cited as ``source`` is about what a probe found: every word of one of the finding's topics is in
     the runbook's title, description or messages (arch_mismatch and an sm_120 finding; not an extension's arch
     runbook and a CPU-only torch)."""
+    from agent.diagnose import names_a_topic
+
     kind = kind_of_source(source)
     book = in_language(kind, "en") if kind else None
-    if book is None:
-        return False
-    words = {w.strip(".").lower() for w in WORD.findall(" ".join([book.title, book.description, *book.messages]))}
-    return any(topic and all(w.strip(".") in words for w in WORD.findall(topic.lower())) for topic in finding.topics)
+    return book is not None and names_a_topic(finding.topics, " ".join([book.title, book.description, *book.messages]))
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:

@@ -71,7 +71,7 @@ def framework_of(frames: Sequence[Frame]) -> str | None:
 
 def _at(frame: Frame, table: Sequence[tuple[str, str]]) -> bool:
     path, name = _file(frame), frame.function.rsplit(".", 1)[-1]
-    return any(path.endswith(marker) or marker in path for marker, function in table if name == function)
+    return any(marker in path for marker, function in table if name == function)
 
 
 def framework_wait(frames: Sequence[Frame]) -> FrameworkWait | None:
@@ -86,17 +86,17 @@ def framework_wait(frames: Sequence[Frame]) -> FrameworkWait | None:
     if waiting is not None:
         reducer = "Reducer" in waiting.function
         what = "DDP's gradient all-reduce" if reducer else f"{framework}'s collective" if framework else "a collective"
-        return FrameworkWait("collective", f"{what} in backward" if backward else what, backward or python[0] if python
-                             else waiting)
+        return FrameworkWait("collective", f"{what} in backward" if backward else what,
+                             backward or (python[0] if python else waiting))
     if backward is not None and syncing is None and (native == [] or framework is not None):
         owner = f"{framework}'s" if framework and framework.startswith("DeepSpeed") else "DDP's"
         return FrameworkWait("collective", f"backward, where {owner} gradient all-reduce waits", backward,
                              inferred=not native)
     sync = next((f for f in python if _at(f, DEVICE_SYNC)), None)
     if syncing is not None or sync is not None:
-        shown = sync or (python[0] if python else syncing)
-        assert shown is not None
-        return FrameworkWait("device", "a CUDA synchronisation (waiting on the GPU)", shown)
+        device_frame = sync or (python[0] if python else syncing)
+        assert device_frame is not None
+        return FrameworkWait("device", "a CUDA synchronisation (waiting on the GPU)", device_frame)
     return None
 
 

@@ -94,8 +94,7 @@ def _then_stop(diagnosis: JobDiagnosis, kind: str, pid: int) -> None:
         "never a kill by name (pkill/killall), which stops every job of that name on the node")
     own = diagnosis.wording.get("zh")
     if own is not None:
-        step = (f"然后只停止这个作业：`kill -TERM {pid}`（{kind} 是它的启动器，会把 SIGTERM 转发给每个 rank）；"
-                "不要按名字杀进程（pkill/killall），那会停掉节点上所有同名的作业")
+        step = zh.then_stop(kind, pid)
         own["next"] = f"{own['next']}\n{step}" if own.get("next") else step
 
 

@@ -155,6 +155,12 @@ JOB_LOG = "作业的日志：每个 rank 打印的最后一行"
 MISSING_RANK_SNAPSHOT = "缺席的 rank 卡住时的栈快照（在它所在的节点上运行 `traindoc hang`）：看它在做什么"
 
 
+def then_stop(kind: str, pid: int) -> str:
+    """``jobs.hang._then_stop``'s last step in Chinese."""
+    return (f"然后只停止这个作业：`kill -TERM {pid}`（{kind} 是它的启动器，会把 SIGTERM 转发给每个 rank）；"
+            "不要按名字杀进程（pkill/killall），那会停掉节点上所有同名的作业")
+
+
 def look_at(group: StackGroup) -> str:
     """The straggler's next step: why it is still where it is."""
     pid = group.pids[0] if group.pids else "PID"

@@ -132,11 +132,8 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         why = (f"{ranks_text(waiting)} wait in {rdv[0].place.label} for every rank to join the process group, and "
                f"{ranks_text(odd_ranks)} {'has' if len(odd_ranks) == 1 else 'have'} not called it yet.")
         said_why = zh.before_init(waiting, odd_ranks, rdv[0].place.label)
-        first = odd[0]
-        next_evidence = [f"why {ranks_text(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
-                         f"{first.place.text()}: its full stack (`py-spy dump --pid {first.pids[0] if first.pids else 'PID'}"
-                         f" --native`), its log, the data or file system it reads"]
-        said_next[next_evidence[0]] = zh.look_at(first)
+        next_evidence = [_look_at(odd[0])]
+        said_next[next_evidence[0]] = zh.look_at(odd[0])
     elif rdv:
         category, rank, confidence = "rendezvous", None, 0.7
         missing = sorted(set(range(world_size or 0)) - set(ranks))
@@ -157,11 +154,8 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
         said_why = zh.straggler(waiting, odd_ranks)
         symptoms = [Symptom("collective_wait", g.ranks, _phrase(g)) for g in coll]
         said_symptoms = [zh.phrase(g) for g in coll]
-        first = odd[0]
-        next_evidence = [f"why {ranks_text(first.ranks)} {'is' if len(first.ranks) == 1 else 'are'} still in "
-                         f"{first.place.text()}: its full stack (`py-spy dump --pid {first.pids[0] if first.pids else 'PID'}"
-                         f" --native`), its log, the data or file system it reads", DETAIL_HINT]
-        said_next[next_evidence[0]] = zh.look_at(first)
+        next_evidence = [_look_at(odd[0]), DETAIL_HINT]
+        said_next[next_evidence[0]] = zh.look_at(odd[0])
     elif device and other and not coll:
         category, odd = "straggler", other
         odd_ranks = sorted(r for g in other for r in g.ranks)
@@ -242,6 +236,14 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
 
 
 
+
+
+def _look_at(group: StackGroup) -> str:
+    """The straggler's next step: why it is still where it is."""
+    many = len(group.ranks) > 1
+    pid = group.pids[0] if group.pids else "PID"
+    return (f"why {ranks_text(group.ranks)} {'are' if many else 'is'} still in {group.place.text()}: its full stack "
+            f"(`py-spy dump --pid {pid} --native`), its log, the data or file system it reads")
 
 
 def _phrase(group: StackGroup) -> str:
