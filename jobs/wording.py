@@ -1,5 +1,5 @@
 """A log diagnosis's sentences in Chinese, for an answer given in Chinese. The English sentences are the
-diagnosis's own text (its JSON, a model's tool result, an English answer) and are built in ``jobs.triage``;
+diagnosis's own text (its JSON, a model's tool result, an English answer) and are built in ``jobs.verdicts``;
 these say the same things from the same events, with the log's own lines quoted as printed."""
 
 from __future__ import annotations
@@ -99,15 +99,21 @@ def died_quietly(suspects: Sequence[int], where: str, waited: Sequence[int]) -> 
             "`dmesg -T` 会写明是哪个信号）")
 
 
-def none_stands_out(where: str, shown: list[int] | None = None) -> str:
+def _waited(where: str, timed_out: bool) -> str:
+    """"在 dist.all_reduce (train.py:9) 中超时" / "在某个集合通信中与对端的连接断开"."""
+    place = f"在 {where} 中" if where else ("在某个集合通信中" if timed_out else "")
+    return place + ("超时" if timed_out else "与对端的连接断开")
+
+
+def none_stands_out(where: str, shown: list[int] | None = None, timed_out: bool = True) -> str:
     """``shown``: the ranks that timed out, when the logs show only some of the job's ranks."""
     who = f"这些日志中的所有 rank（{rank_names(shown)}）" if shown else "所有 rank"
-    return (f"{who}都在 {where} 中超时，没有哪个 rank 与众不同：仅凭日志无法判断哪个 rank 落后"
+    return (f"{who}都{_waited(where, timed_out)}，没有哪个 rank 与众不同：仅凭日志无法判断哪个 rank 落后"
             "（网络故障，或某个 rank 卡在同一个集合通信里）")
 
 
-def one_rank_timed_out(rank: int, where: str) -> str:
-    return (f"rank {rank} 在 {where} 中超时，而这些日志里没有其他 rank：无法判断它在等哪个 rank"
+def one_rank_timed_out(rank: int, where: str, timed_out: bool = True) -> str:
+    return (f"rank {rank} {_waited(where, timed_out)}，而这些日志里没有其他 rank：无法判断它在等哪个 rank"
             "（先失败或落后的 rank，或网络故障）")
 
 
@@ -117,7 +123,7 @@ EVERY_RANKS_LOG = ("每个 rank 的日志，而不只是这几行：`ask --log D
 KILLED_BY_SIGKILL = ("被 SIGKILL 杀死，通常是内核的 OOM killer 所为：主机内存耗尽（`dmesg -T | grep -i 'killed process'` 可以看到），"
                      "否则是调度器或用户发出的")
 
-CHECKS = {  # jobs.triage.CHECKS in Chinese
+CHECKS = {  # jobs.verdicts.root.CHECKS in Chinese
     "host_oom": [
         "在那个节点上运行 `dmesg -T | grep -i -E 'killed process|out of memory'`：OOM killer 的那一行写明了被杀的进程和它占用的内存",
         "作业自己的内存上限，而不只是机器的内存：容器里的 `cat /sys/fs/cgroup/memory.max`、Slurm 的 `--mem`/`--mem-per-cpu`、"

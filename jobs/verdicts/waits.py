@@ -9,9 +9,10 @@ import re
 from collections import Counter
 
 from jobs import wording
-from jobs.consequences import clock, collective_of, consequences_of, rank_world, sort_key, symptoms_in_chinese, timeline, waited_in, why
-from jobs.diagnosis import JobDiagnosis, RootCause, Symptom, ranks_text
-from jobs.events import Event, JobEvents
+from jobs.diagnosis import RootCause, ranks_text
+from jobs.events import Event
+from jobs.timeline import JobTimeline, clock, sort_key, waited_in
+from jobs.verdict import Verdict
 
 NEXT_EVIDENCE = [
     "a stack snapshot of every rank while it hangs: `traindoc hang` on the node (or `--debug-server URL` "
@@ -59,9 +60,11 @@ def _first_of_groups(events: list[Event]) -> Event | None:
     return first
 
 
-def from_waits(job: JobEvents, events: list[Event]) -> JobDiagnosis:
+def read(timeline: JobTimeline, question: str) -> Verdict | None:
     """Every failure is a timeout or a consequence: look for the rank that is not like the others."""
-    world = rank_world(job)
+    events, world = timeline.events, timeline.world
+    if not any(e.category in ("collective_timeout", "peer_closed") for e in events):
+        return None
     waited = {e.rank for e in events if e.category in ("collective_timeout", "peer_closed") and e.rank is not None}
     stopped = {e.rank for e in events if e.category == "killed_by_launcher" and e.rank is not None}
     calls: dict[int, str] = {}
@@ -69,8 +72,7 @@ def from_waits(job: JobEvents, events: list[Event]) -> JobDiagnosis:
         if event.category == "collective_timeout" and event.rank is not None and (event.call or event.where):
             calls.setdefault(event.rank, waited_in(event))
     first = _first_of_groups(events) if len(set(calls.values())) > 1 else None
-    symptoms = consequences_of(events, first)
-    collective = collective_of(job)
+    collective = timeline.collective
     suspects = (world - waited) or (stopped - waited)
     if first is not None and first.rank is not None:
         others = sorted(r for r in calls if r != first.rank)
@@ -125,14 +127,18 @@ def from_waits(job: JobEvents, events: list[Event]) -> JobDiagnosis:
             chinese = wording.died_quietly(sorted(suspects), where, sorted(waited))
         root = RootCause("straggler", rank, summary, evidence=[evidence], confidence=0.65 if rank is not None else 0.45)
     else:
-        where = collective or (Counter(calls.values()).most_common(1)[0][0] if calls else "a collective")
-        return _none_stands_out(job, events, sorted(waited), where, symptoms, first)
+        lost_in = Counter(waited_in(e) for e in events if e.category == "peer_closed" and (e.call or e.where))
+        places = Counter(calls.values()) or lost_in
+        where = collective or (places.most_common(1)[0][0] if places else "")
+        return _none_stands_out(timeline, sorted(waited), where, first)
     # In a mismatch every rank's wait follows from the mismatch, the odd rank's own included: no rank "failed".
-    culprit = None if root.category == "collective_mismatch" else root.rank
-    said = symptoms_in_chinese(events, first, culprit) | {"root": chinese, "next": "\n".join(wording.NEXT_EVIDENCE[:2])}
-    return JobDiagnosis("log", root, symptoms, timeline(events), sorted(world), why(None, culprit, symptoms),
-                        collective, list(NEXT_EVIDENCE[:2]), [e.line for e in events if e.kind == "symptom"][:2],
-                        wording={"zh": said})
+    blamed = None if root.category == "collective_mismatch" else root.rank
+    return Verdict(root, chinese, culprit=first, blamed=blamed, next_evidence=_next_evidence()[:2],
+                   search_lines=[e.line for e in events if e.kind == "symptom"][:2])
+
+
+def _next_evidence() -> list[tuple[str, str]]:
+    return list(zip(NEXT_EVIDENCE, wording.NEXT_EVIDENCE, strict=True))
 
 
 def _left_the_loop(minority_call: str, majority_call: str) -> str | None:
@@ -144,25 +150,27 @@ def _left_the_loop(minority_call: str, majority_call: str) -> str | None:
     return "minority" if in_minority else "majority"
 
 
-def _none_stands_out(job: JobEvents, events: list[Event], waited: list[int], where: str, symptoms: list[Symptom],
-                     first: Event | None) -> JobDiagnosis:
-    """Every rank the logs show timed out alike. Logs of some ranks only (a paste, one node's files) say which
-    ranks, not "every rank", and ask for the others' logs first: the rank that failed first is in them."""
-    partial = not job.world_size or len(waited) < job.world_size
+def _none_stands_out(timeline: JobTimeline, waited: list[int], where: str, first: Event | None) -> Verdict:
+    """Every rank the logs show timed out (or lost its peers) alike. Logs of some ranks only (a paste, one node's
+    files) say which ranks, not "every rank", and ask for the others' logs first: the rank that failed first is
+    in them."""
+    world_size = timeline.job.world_size
+    partial = not world_size or len(waited) < world_size
+    events = timeline.events
+    timed_out = any(e.category == "collective_timeout" for e in events)
+    how = "timed out" if timed_out else "lost the connection to a peer"
+    at = f" in {where}" if where else (" in a collective" if timed_out else "")
     if partial and len(waited) == 1:
-        summary = (f"{ranks_text(waited)} timed out in {where} and these logs show no other rank: they cannot tell which "
+        summary = (f"{ranks_text(waited)} {how}{at} and these logs show no other rank: they cannot tell which "
                    f"rank it waited for (one that failed or fell behind first, or a network fault)")
     else:
         who = f"{ranks_text(waited)} (every rank these logs show)" if partial and waited else "every rank"
-        summary = (f"{who} timed out in {where} and none stands out: the logs cannot tell which rank is "
+        summary = (f"{who} {how}{at} and none stands out: the logs cannot tell which rank is "
                    f"behind (a network fault, or a rank stuck inside the same collective)")
     root = RootCause("unknown", None, summary, evidence=[e.line for e in events[:2]], confidence=0.2)
     shown = waited if partial else None
-    chinese = wording.one_rank_timed_out(waited[0], where) if partial and len(waited) == 1 else \
-        wording.none_stands_out(where, shown)
-    ask_more = partial and len(waited) < 2
-    said = symptoms_in_chinese(events, first) | {
-        "root": chinese, "next": "\n".join(([wording.EVERY_RANKS_LOG] if ask_more else []) + wording.NEXT_EVIDENCE)}
-    return JobDiagnosis("log", root, symptoms, timeline(events), sorted(rank_world(job)), "", collective_of(job),
-                        ([EVERY_RANKS_LOG] if ask_more else []) + list(NEXT_EVIDENCE), [e.line for e in events[:3]],
-                        wording={"zh": said})
+    chinese = wording.one_rank_timed_out(waited[0], where, timed_out) if partial and len(waited) == 1 else \
+        wording.none_stands_out(where, shown, timed_out)
+    ask_more = [(EVERY_RANKS_LOG, wording.EVERY_RANKS_LOG)] if partial and len(waited) < 2 else []
+    return Verdict(root, chinese, culprit=first, next_evidence=ask_more + _next_evidence(),
+                   search_lines=[e.line for e in events[:3]], explains=False)
