@@ -58,6 +58,10 @@ class Question:
         """The job failed with an exception no signature knows (its words, "error", "training", are every section's
         words), or with a kind whose words another kind shares (``only_if_quoted``): only a section that quotes
         its error answers."""
+        if self.job is None and not self.log_errors:
+            from agent.uncatalogued import uncatalogued_exception
+
+            return uncatalogued_exception(self.text)  # a pasted error: the same rule (agent/uncatalogued.py)
         if self.job is None or self.job.root_cause is None or not self.job.search_lines:
             return False
         category = self.job.root_cause.category
