@@ -11,6 +11,7 @@ the field: ``results[2].evidence.interfaces[0]: not an interface name``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,7 +20,9 @@ from typing import Any
 BUNDLE_VERSION = 1
 MAX_RESULTS = 64
 MAX_FINDINGS = 200
-MAX_DEPTH = 12
+MAX_DEPTH = 12  # of a probe's free-form evidence
+MAX_DOCUMENT_DEPTH = MAX_DEPTH + 6  # of the whole bundle: the results, a result, its evidence, then that
+MAX_INT_DIGITS = 19  # a whole number in a bundle is a byte count, a pid, a port: 64 bits hold every one
 STATUSES = ("ok", "problem", "unavailable", "error", "timed_out")
 SEVERITIES = ("problem", "info", "ok")
 
@@ -50,22 +53,69 @@ def read_bundle(path: str | Path, max_bytes: int) -> dict[str, Any]:
     return parse_bundle(data, name)
 
 
+class _Literal(ValueError):
+    """A JSON number no bundle holds: NaN, Infinity, 1e400, a whole number past 64 bits (5,000 digits)."""
+
+
+def _constant(literal: str) -> Any:
+    raise _Literal(f"{literal} is not a number a bundle holds")
+
+
+def _float(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise _Literal(f"{literal[:20]}{'…' if len(literal) > 20 else ''} is out of range")
+    return number
+
+
+def _int(literal: str) -> int:
+    digits = literal.lstrip("-")
+    if len(digits) > MAX_INT_DIGITS:  # checked before int(): Python refuses past 4300 digits, with a ValueError
+        raise _Literal(f"a whole number of {len(digits)} digits is out of range")
+    return int(literal)
+
+
 def parse_bundle(data: bytes, name: str = "bundle") -> dict[str, Any]:
     try:
-        parsed = json.loads(data.decode("utf-8-sig"))
+        parsed = json.loads(data.decode("utf-8-sig"), parse_constant=_constant, parse_float=_float, parse_int=_int)
     except UnicodeDecodeError as exc:
         raise BundleError(f"{name}: not UTF-8 text (byte {exc.start}); not a traindoc bundle") from exc
     except json.JSONDecodeError as exc:
         raise BundleError(f"{name}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    except _Literal as exc:
+        raise BundleError(f"{name}: {exc}; not a traindoc bundle") from exc
     except RecursionError as exc:
         raise BundleError(f"{name}: JSON nested too deeply; not a traindoc bundle") from exc
+    except ValueError as exc:  # anything else json refuses in a value: still one line, naming the file
+        raise BundleError(f"{name}: not JSON ({str(exc)[:200]})") from exc
     if not isinstance(parsed, dict) or parsed.get("traindoc_bundle") != BUNDLE_VERSION:
         raise BundleError(f'{name}: not a traindoc bundle (expected "traindoc_bundle": {BUNDLE_VERSION})')
     try:
+        _plain_tree(parsed)
         validate(parsed)
     except _Invalid as exc:
         raise BundleError(f"{name}: {exc.where}: {exc.what}") from None
     return parsed
+
+
+def _plain_tree(document: dict[str, Any]) -> None:
+    """No deeper than a bundle is (so nothing that walks it later recurses out of stack) and text throughout: a
+    lone surrogate (JSON's ``"\\ud800"``) cannot be printed or sent, so it is refused here, naming the field."""
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_DOCUMENT_DEPTH:
+            raise _Invalid(where, f"nested deeper than {MAX_DOCUMENT_DEPTH}")
+        if isinstance(value, str):
+            if _LONE_SURROGATE.search(value):
+                raise _Invalid(where, "not text (a lone surrogate, \\udXXX)")
+        elif isinstance(value, dict):
+            for key, entry in value.items():
+                if _LONE_SURROGATE.search(key):
+                    raise _Invalid(where or "(top)", "a key that is not text (a lone surrogate)")
+                stack.append((entry, _at(where, key), depth + 1))
+        elif isinstance(value, list):
+            stack.extend((entry, f"{where}[{index}]", depth + 1) for index, entry in enumerate(value))
 
 
 def looks_like_bundle(data: bytes) -> bool:
@@ -90,6 +140,7 @@ _VERSION = re.compile(r"[A-Za-z0-9_.+!*-]{1,64}")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9_.\[\], <>=!~*+-]{1,200}")
 _HOST = re.compile(r"[A-Za-z0-9_.:%-]{1,253}")
 _CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _string(limit: int = 20_000, pattern: re.Pattern[str] | None = None, what: str = "") -> Check:

@@ -1,5 +1,5 @@
 """Masks secrets in environment variables, command lines, bundles and free text with ``***`` (the shapes are
-the one table in ``common.secrets``; values longer than a line are cut first, so masking is linear)."""
+the one table in ``common.secret_shapes``; values longer than a line are cut first, so masking is linear)."""
 
 from __future__ import annotations
 

@@ -11,12 +11,16 @@ from dataclasses import dataclass
 from functools import cache
 
 from tools import (
+    compiler,
+    cuda_toolkit,
+    deepspeed_ops,
     disk_and_memory,
     env_vars,
     gpu_inventory,
     log_grep,
     port_check,
     processes,
+    system_info,
     torch_cuda_compat,
     versions,
 )
@@ -58,6 +62,10 @@ PROBES: dict[str, ProbeSpec] = build_table(
     ("log_grep",           log_grep.probe,             log_grep.available),
     ("disk_and_memory",    disk_and_memory.probe,      disk_and_memory.available),
     ("versions",           versions.probe,             versions.available),
+    ("system_info",        system_info.probe,          system_info.available),
+    ("cuda_toolkit",       cuda_toolkit.probe,         cuda_toolkit.available),
+    ("compiler",           compiler.probe,             compiler.available),
+    ("deepspeed_ops",      deepspeed_ops.probe,        deepspeed_ops.available),
 )  # fmt: skip
 
 
@@ -112,7 +120,9 @@ def _ms(start: float) -> float:
 def _rules() -> tuple[tuple[tuple[str, ...], tuple[re.Pattern[str], ...], tuple[str, ...]], ...]:
     with open(data_path("probe_rules.json"), encoding="utf-8") as f:
         rules = json.load(f)["rules"]
-    return tuple((tuple(k.lower() for k in r["keywords"]), tuple(re.compile(x, re.IGNORECASE) for x in r["regex"]),
+    # Matched against the lower-cased text: a pattern that starts with a literal is then found by a fast scan
+    # for it (IGNORECASE would try every position).
+    return tuple((tuple(k.lower() for k in r["keywords"]), tuple(re.compile(x) for x in r["regex"]),
                   tuple(r["probes"])) for r in rules)
 
 
@@ -121,7 +131,7 @@ def select_probes(text: str, table: Sequence[str] | None = None) -> list[str]:
     lowered = text.lower()
     picked: set[str] = set()
     for keywords, regexes, probes in _rules():
-        if any(k in lowered for k in keywords) or any(r.search(text) for r in regexes):
+        if any(k in lowered for k in keywords) or any(r.search(lowered) for r in regexes):
             picked.update(probes)
     order = list(table) if table is not None else list(PROBES)
     return [name for name in order if name in picked]

@@ -31,7 +31,7 @@ def evidence_lines(evidence: Any, prefix: str = "", limit: int = 40) -> list[str
         elif isinstance(value, list) and value and any(isinstance(v, dict | list) for v in value):
             for index, item in enumerate(value):
                 walk(item, f"{key}[{index}]")
-        elif key:
+        elif key and value is not None and value != "":  # an empty fact is no line (packages.vllm: None)
             lines.append(f"{key}: {_value(key, value)}")
 
     walk(evidence, prefix)

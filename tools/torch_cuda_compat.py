@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -25,6 +26,7 @@ from tools.target_python import guessed, interpreter_available, report_for_probe
 
 NAME = "torch_cuda_compat"
 GpuFactsFn = Callable[[ProbeContext], "gpu_inventory.GpuFacts | None"]
+DeviceNodesFn = Callable[[], list[str]]
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
 
@@ -62,10 +64,22 @@ def arch_supported(arch_list: list[str], capability: tuple[int, int]) -> tuple[b
     return False, "no sm_/compute_ entry for this major at or below it"
 
 
+def device_nodes() -> list[str]:
+    """/dev/nvidia0, /dev/nvidia1, ...: the GPUs the kernel exposes here, even where NVML cannot load."""
+    return sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def gpu_visible(facts: gpu_inventory.GpuFacts | None, ctx: ProbeContext, nodes: Sequence[str] = ()) -> bool:
+    """A GPU is visible here: NVML lists one, nvidia-smi is on PATH, or /dev/nvidia<N> exists."""
+    return (facts is not None and bool(facts.gpus)) or bool(nodes) \
+        or bool(shutil.which("nvidia-smi", path=ctx.environ.get("PATH")))
+
+
 def probe(
     ctx: ProbeContext,
     run: RunCommand = run_command,
     gpu_facts: GpuFactsFn = gpu_inventory.gpu_facts,
+    nodes: DeviceNodesFn = device_nodes,
 ) -> ProbeResult:
     """Check the user's torch build against their GPUs: arch list vs compute capability (sm_XY), CPU-only builds, driver too old for torch's CUDA."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
@@ -74,12 +88,16 @@ def probe(
         return found
     python, report = found["python"], found["report"]
     facts = gpu_facts(ctx)
+    device_files = nodes()
     evidence = {"python": python, "report": report,
                 "gpus": [{"name": g.name, "capability": g.capability} for g in facts.gpus] if facts else None,
-                "driver_version": facts.driver_version if facts else None}
-    findings = _findings(report, facts, ctx)
-    if guessed(ctx):  # not the job's own interpreter: what it shows is said, and does not lead the answer
-        findings = [_not_leading(f, python) for f in findings]
+                "driver_version": facts.driver_version if facts else None, "device_nodes": device_files}
+    findings = _findings(report, facts, ctx, device_files)
+    if guessed(ctx):  # not the job's own interpreter: what it shows is said, and does not lead the answer,
+        # except a CPU-only torch where a GPU is visible: whichever interpreter the job uses, that one is wrong
+        keep = gpu_visible(facts, ctx, device_files)
+        findings = [replace(f, summary=f"{f.summary} (in {python}, the first python on PATH)")
+                    if keep and f.code == "TORCH_CPU_ONLY" else _not_leading(f, python) for f in findings]
     if "torch_error" in report:
         summary = f"torch not importable in {python}"
     else:
@@ -88,7 +106,8 @@ def probe(
     return finish(NAME, clock, findings, evidence, summary)
 
 
-def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx: ProbeContext) -> list[Finding]:
+def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx: ProbeContext,
+              nodes: Sequence[str] = ()) -> list[Finding]:
     if "torch_error" in report:
         code = "TORCH_NOT_INSTALLED" if report.get("torch_missing") else "TORCH_IMPORT_FAILED"
         return [Finding(code, "problem", f"`import torch` fails in {report.get('executable')}", report["torch_error"],
@@ -105,7 +124,7 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
         elif why.startswith("PTX"):
             found.append(Finding("CUDA_ARCH_PTX_ONLY", "info", f"{device['name']} runs torch kernels through PTX JIT",
                                  f"sm_{capability[0]}{capability[1]}: {why}", "", ("ptx", "cuda capability")))
-    has_gpu = facts is not None and bool(facts.gpus) or bool(shutil.which("nvidia-smi", path=ctx.environ.get("PATH")))
+    has_gpu = gpu_visible(facts, ctx, nodes)
     if report.get("torch_cuda") is None and not has_gpu:
         found.append(Finding(
             "TORCH_CPU_ONLY", "problem",
@@ -120,7 +139,8 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
         found.append(Finding(
             "TORCH_CPU_ONLY", "problem", f"torch {report.get('torch')} is a CPU-only build but this machine has NVIDIA GPUs",  # noqa: E501
             f"torch.version.cuda is None; torch.__version__ = {report.get('torch')}; GPUs: "
-            + (", ".join(g.name for g in facts.gpus) if facts else "nvidia-smi present"),
+            + (", ".join(g.name for g in facts.gpus) if facts and facts.gpus
+               else ", ".join(nodes) if nodes else "nvidia-smi present"),
             "Reinstall a CUDA build: `pip install torch --index-url https://download.pytorch.org/whl/cu128` "
             "(cu126 for pre-Turing GPUs); with conda, install `pytorch-cuda` rather than the cpuonly package.",
             ("cpu-only torch", "torch.cuda.is_available false", "pytorch build")))
@@ -132,6 +152,13 @@ def _findings(report: dict[str, Any], facts: gpu_inventory.GpuFacts | None, ctx:
             or f"CUDA build {report.get('torch_cuda')}, device_count={report.get('device_count')}",
             "Check CUDA_VISIBLE_DEVICES, the container's --gpus flag and that the driver supports this CUDA version.",
             ("torch.cuda.is_available false", "cuda init")))
+    if "cuDNN version incompatibility" in str(report.get("cudnn_error") or ""):
+        found.append(Finding(
+            "CUDNN_VERSION_MISMATCH", "problem", "the cuDNN library loaded is not the one torch was built for",
+            str(report["cudnn_error"])[:500],
+            "Let torch load its own cuDNN: remove other libcudnn folders from LD_LIBRARY_PATH, or install the "
+            "nvidia-cudnn wheel version torch pins (`pip install torch --force-reinstall` with the right --index-url).",
+            ("cudnn", "cudnn version incompatibility", "ld_library_path")))
     return found
 
 

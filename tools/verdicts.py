@@ -80,7 +80,8 @@ def _torch_cuda_compat(ev: Mapping[str, Any]) -> list[Finding]:
         "bundle", str(ev.get("driver_version") or ""), None,
         [Gpu(i, str(g["name"]), str(g["capability"]), 0, 0, None) for i, g in enumerate(gpus)])
     # PATH empty: whether this machine has nvidia-smi says nothing about the bundle's
-    return _findings(dict(ev["report"]), facts, ProbeContext(environ={"PATH": ""}))
+    return _findings(dict(ev["report"]), facts, ProbeContext(environ={"PATH": ""}),
+                     [str(n) for n in ev.get("device_nodes") or []])
 
 
 def _versions(ev: Mapping[str, Any]) -> list[Finding]:
@@ -148,6 +149,26 @@ def _log_grep(ev: Mapping[str, Any]) -> list[Finding]:
     return found
 
 
+def _cuda_toolkit(ev: Mapping[str, Any]) -> list[Finding]:
+    from tools.cuda_toolkit import judge
+
+    return judge(dict(ev))
+
+
+def _compiler(ev: Mapping[str, Any]) -> list[Finding]:
+    from tools.compiler import judge
+
+    return judge(dict(ev))
+
+
+def _deepspeed_ops(ev: Mapping[str, Any]) -> list[Finding]:
+    from tools.deepspeed_ops import judge, op_compatibility
+
+    facts = dict(ev)
+    facts["compatible"] = op_compatibility(facts)  # recomputed from the bundle's facts, not taken from it
+    return judge(facts)
+
+
 JUDGES: dict[str, Judge] = {
     "env_vars": _env_vars,
     "gpu_inventory": _gpu_inventory,
@@ -157,4 +178,8 @@ JUDGES: dict[str, Judge] = {
     "port_check": _port_check,
     "processes": _processes,
     "log_grep": _log_grep,
+    "system_info": lambda ev: [],  # facts only: nothing to judge
+    "cuda_toolkit": _cuda_toolkit,
+    "compiler": _compiler,
+    "deepspeed_ops": _deepspeed_ops,
 }

@@ -1,4 +1,5 @@
-"""`traindoc probe`: the probe sweep as a verdict table or a JSON bundle, and `--compare` across nodes."""
+"""`traindoc probe`: the probe sweep as a one-screen table (one row per check, problems first, a count line),
+with `-v` the evidence and fixes under it, or a JSON bundle; and `--compare` across nodes."""
 
 from __future__ import annotations
 
@@ -37,9 +38,50 @@ def run_probe_command(args: argparse.Namespace) -> int:
     results = run_probes(None, context)
     if args.json:
         print(json.dumps(bundle(results, context), ensure_ascii=False, indent=1))
-    else:
+        return 0
+    from tools.check_rows import rows, summary_line
+
+    table = rows(results)
+    print_table(console, table)
+    if getattr(args, "verbose", False):
+        console.print()
         console.print(render_report(results), markup=False, highlight=False, soft_wrap=True)
+        console.print()
+    hint = "" if getattr(args, "verbose", False) else "; evidence and fixes: traindoc probe -v"
+    console.print(_fit(f"{summary_line(table)}{hint}", console), markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+STYLES = {"problem": "bold red", "error": "red", "timed out": "red", "note": "yellow", "ok": "green", "unavailable": "dim"}
+
+
+def print_table(console, table) -> None:  # type: ignore[no-untyped-def]
+    """verdict | check | value, one line each: on a terminal a value is cut at a word with "…" to fit the width
+    (never wrapped mid-word); piped, lines are whole."""
+    from rich.text import Text
+
+    verdict_w = max((len(r.verdict) for r in table), default=7) + 2
+    check_w = max((len(r.check) for r in table), default=5) + 2
+    header = Text(f"{'verdict':<{verdict_w}}{'check':<{check_w}}value", style="bold")
+    console.print(header, soft_wrap=True)
+    for row in table:
+        line = Text(f"{row.verdict:<{verdict_w}}", style=STYLES.get(row.verdict, ""))
+        line.append(f"{row.check:<{check_w}}")
+        line.append(_fit(row.value, console, verdict_w + check_w))
+        console.print(line, soft_wrap=True)
+
+
+def _fit(text: str, console, used: int = 0) -> str:  # type: ignore[no-untyped-def]
+    from common.textsafe import printable
+
+    text = " ".join(printable(text).split())  # a process's command line may carry bidi or zero-width characters
+    room = console.width - used
+    if not console.is_terminal or len(text) <= room:
+        return text
+    cut = text[: max(1, room - 1)]
+    if " " in cut[room // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def _compare(paths: list[Path], as_json: bool, console, settings) -> int:  # type: ignore[no-untyped-def]

@@ -36,10 +36,16 @@ def test_table_lists_every_probe(secret_env):
     secret, env, log = secret_env
     result = run("traindoc", "probe", "--log", str(log), env=env)
     assert result.returncode == 0, result.stderr
-    for name in PROBES:
-        assert name in result.stdout, name
+    for check in ("GPUs", "torch", "ports", "environment", "training processes", "log scan", "disk", "Python", "OS",
+                  "CUDA toolkit (nvcc)", "C/C++ compiler", "DeepSpeed"):
+        assert check in result.stdout, check
     assert "ens9zz" in result.stdout
     assert secret not in result.stdout + result.stderr
+    verbose = run("traindoc", "probe", "-v", "--log", str(log), env=env)
+    assert verbose.returncode == 0, verbose.stderr
+    for name in PROBES:  # -v adds each probe's own section under the table
+        assert name in verbose.stdout, name
+    assert secret not in verbose.stdout + verbose.stderr
 
 
 def test_json_bundle_masks_secrets(secret_env):

@@ -8,7 +8,8 @@ from tools.base import ProbeContext, ProbeResult, Status
 
 def test_table_has_all_probes_with_descriptions():
     assert list(registry.PROBES) == ["gpu_inventory", "torch_cuda_compat", "port_check", "env_vars", "processes",
-                                     "log_grep", "disk_and_memory", "versions"]
+                                     "log_grep", "disk_and_memory", "versions", "system_info", "cuda_toolkit",
+                                     "compiler", "deepspeed_ops"]
     for spec in registry.PROBES.values():
         assert spec.description and "\n" not in spec.description
 

@@ -1,11 +1,16 @@
 """Prints, as one JSON line, what the user's interpreter says about torch and CUDA ("torch", read by the
-torch_cuda_compat probe) and the installed versions of the training stack ("versions", read by the versions
-probe). One script so a probe sweep starts the user's interpreter and imports torch once.
+torch_cuda_compat probe), the installed versions of the training stack ("versions", read by the versions
+probe), torch's CUDA for the toolkit check ("toolkit", cuda_toolkit) and what DeepSpeed's ds_report reads
+("deepspeed", deepspeed_ops: its files are read, it is not imported). One script so a probe sweep starts the
+user's interpreter and imports torch once.
 
 Run by traindoc in the user's own interpreter; read-only, standard library plus torch, Python 3.8 compatible."""
 
+import ast
 import ctypes
+import importlib.util
 import json
+import os
 import platform
 import re
 import sys
@@ -16,7 +21,8 @@ except ImportError:  # Python < 3.8
     metadata = None  # type: ignore[assignment]
 
 PACKAGES = ["torch", "torchvision", "torchaudio", "deepspeed", "transformers", "accelerate", "vllm", "flash-attn",
-            "xformers", "triton", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "numpy"]
+            "xformers", "triton", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13",
+            "ninja", "nvidia-cutlass", "numpy"]
 _REQ = re.compile(r"^\s*torch\s*(\[[^\]]*\])?\s*(?P<spec>[^;]*)(;\s*(?P<marker>.*))?$")
 
 
@@ -79,6 +85,75 @@ def torch_report(torch, error):
         report["nccl"] = nccl_version(torch)
     except Exception:  # noqa: BLE001 - CPU builds have no NCCL
         report["nccl"] = None
+    try:  # None on a CPU build; torch raises "cuDNN version incompatibility" when the loaded one does not fit
+        import torch.backends.cudnn
+
+        report["cudnn"] = torch.backends.cudnn.version()
+    except Exception as exc:  # noqa: BLE001
+        report["cudnn"] = None
+        report["cudnn_error"] = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+# -- toolkit and DeepSpeed --------------------------------------------------------
+
+def toolkit_report(torch):
+    return {"torch": str(torch.__version__) if torch else None,
+            "torch_cuda": getattr(getattr(torch, "version", None), "cuda", None) if torch else None}
+
+
+def _literals(path):
+    """The module-level ``NAME = <literal>`` assignments of a Python file, read without running it."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
+
+
+def deepspeed_report(torch):
+    """What ds_report shows, from DeepSpeed's files (git_version_info_installed.py, op_builder/*.py): importing
+    deepspeed would probe every op, and some probes compile a test program."""
+    report = toolkit_report(torch)
+    spec = importlib.util.find_spec("deepspeed")  # a top-level find_spec does not import the package
+    if spec is None or not spec.submodule_search_locations:
+        report["installed"] = False
+        return report
+    root = list(spec.submodule_search_locations)[0]
+    report.update({"installed": True, "path": root, "version": version("deepspeed"), "ops": [],
+                   "packages": {name: version(name) for name in ("triton", "nvidia-cutlass")}})
+    info = os.path.join(root, "git_version_info_installed.py")
+    if os.path.isfile(info):
+        try:
+            values = _literals(info)
+        except (OSError, SyntaxError) as exc:
+            report["info_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            report["installed_ops"] = {k: bool(v) for k, v in dict(values.get("installed_ops") or {}).items()}
+            report["built_with"] = dict(values.get("torch_info") or {})
+            report["accelerator"] = values.get("accelerator_name")
+    builders = os.path.join(root, "ops", "op_builder")
+    try:
+        names = sorted(n for n in os.listdir(builders) if n.endswith(".py") and n not in ("all_ops.py", "builder.py", "__init__.py"))
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            tree = ast.parse(open(os.path.join(builders, name), encoding="utf-8").read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if (isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NAME" for t in item.targets)
+                            and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str)):
+                        report["ops"].append(item.value.value)
+    report["ops"] = sorted(set(report["ops"]))
     return report
 
 
@@ -157,7 +232,8 @@ def versions_report(torch, error):
 
 def main():
     torch, error = import_torch()
-    print(json.dumps({"torch": torch_report(torch, error), "versions": versions_report(torch, error)}))
+    print(json.dumps({"torch": torch_report(torch, error), "versions": versions_report(torch, error),
+                      "toolkit": toolkit_report(torch), "deepspeed": deepspeed_report(torch)}))
 
 
 if __name__ == "__main__":
