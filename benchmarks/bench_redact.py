@@ -3,7 +3,9 @@
 Every input is text built to make a backtracking regex engine rescan: long runs of letters, of URL schemes
 (``ab://``), of ``a:a@`` (URL credentials), ``-eyJ`` (JWT starts), ``token=``, ``--token ``, secret words
 glued together, ``Authorization: ``, ``Bearer ``, netrc ``password`` lines, PEM headers without a key; plus a
-real document and a single 1 MB line (cut to ``LINE_CAP`` first). Each is masked as the probes do
+real document and a single 1 MB line (cut to ``LINE_CAP`` first); and near-matches of every other way a shape
+is found (``redis://:``, one-line netrc, PEM bodies, ``curl -u``, ``sshpass -p``, cookies, presigned-URL
+signatures, open quotes, IPv6 and host names for strict mode, ...). Each is masked as the probes do
 (``common.secrets.mask``) and as the model path does (``Redactor(mode="strict").redact``).
 
 Targets: for every input, throughput at 1 MB is at least half the throughput at 100 KB (linear time keeps
@@ -29,6 +31,10 @@ UNITS = {
     "letters": "a", "schemes": "ab://", "url credentials": "a:a@", "jwt starts": "-eyJ", "dotted eyJ": "eyJabcdefghij.",
     "assignments": "token=", "flags": "--token ", "secret words": "tokentoken_key", "authorization": "Authorization: ",
     "bearer": "Bearer ", "netrc": "password \n", "pem headers": "-----BEGIN PRIVATE KEY-----", "hosts": "a.", "digits": "1.",
+    "empty user": "://:", "netrc one line": "machine a login ", "pem body": "MII", "base64 lines": "MII" + "A" * 61 + "\n",
+    "curl": "curl -u a:", "sshpass": "sshpass -p ", "cookie": "Cookie: ", "signature": "X-Amz-Signature=",
+    "open quotes": 'password="', "single quotes": "pass='a ", "ipv6": "a:", "hex colons": "ab::", "two-part suffix": "x.co.",
+    "ec2 names": "ip-1-", "azure": "abc1Q~", "mailchimp": "0123456789abcdef-us1", "discord": "M", "json key": '"key": "',
 }
 
 

@@ -1,10 +1,12 @@
 """Reversible redaction: secrets are replaced by stable placeholders before anything reaches a model
 (a local server may log prompts too), and restored in what the user sees.
 
-What is a secret is the one table in ``common.secrets`` (tokens of Hugging Face, OpenAI, Anthropic, Slack,
-GitHub, GitLab, AWS, Google, W&B and more; JWTs; ``Authorization`` and ``Bearer`` values; passwords in URLs;
-private keys; values of secret-looking names). ``strict`` also masks hostnames, IP addresses and
-home-directory paths. Lines longer than ``common.secrets.LINE_CAP`` are cut first (linear time).
+What is a secret is the one table in ``common.secret_shapes`` (tokens of Hugging Face, OpenAI, Anthropic, Slack,
+GitHub, GitLab, AWS, Google, W&B and many more; JWTs; ``Authorization``, ``Bearer`` and cookie values; passwords
+in URLs and on command lines; presigned-URL signatures; private keys; values of secret-looking names).
+``strict`` also masks where the job ran: host names under a public suffix and cloud-internal names
+(``common.hostnames``), IPv4 and IPv6 addresses, node names and home-directory paths. Lines longer than
+``common.secrets.LINE_CAP`` are cut first (linear time).
 """
 
 from __future__ import annotations

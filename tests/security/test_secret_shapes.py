@@ -1,4 +1,4 @@
-"""Every secret shape, on every path that leaves the machine: one row of ``common.secrets.SHAPES`` at a
+"""Every secret shape, on every path that leaves the machine: one row of ``common.secret_shapes.SHAPES`` at a
 time, planted in a question, a log line, an environment value, a bundle, a Slack message, the web chat,
 the feedback store and a log record."""
 
@@ -126,3 +126,74 @@ def test_the_one_table_names_its_reference_and_example() -> None:
     for shape in SHAPES:
         assert shape.reference and shape.example and shape.planted in shape.example, shape.kind
         assert len(shape.example.splitlines()[0]) < LINE_CAP
+
+
+# The shapes issue 27 found passing, each as it was written: (text, what must not be seen again).
+ISSUE_27 = [
+    ("REDIS_URL=redis://:Zq8vR2kL5mN7@cache:6379/0", "Zq8vR2kL5mN7"),
+    ("celery broker amqp://:Zq8vR2kL5mN7@rabbit//", "Zq8vR2kL5mN7"),
+    ("machine h login u password Zq8vR2kL5mN7", "Zq8vR2kL5mN7"),
+    ("machine api.example.com password Zq8vR2kL5mN7 login u", "Zq8vR2kL5mN7"),
+    ("DB_PASS=Zq8vR2kL5mN7", "Zq8vR2kL5mN7"),
+    ("export MYSQL_PWD=Zq8vR2kL5mN7", "Zq8vR2kL5mN7"),
+    ("GET https://b.s3.amazonaws.com/c.pt?X-Amz-Credential=x&X-Amz-Signature=4f2a9c7d1e6b8a3c5f0e2d4b6a8c0e1f3a5b7c9d",
+     "4f2a9c7d1e6b8a3c5f0e2d4b6a8c0e1f3a5b7c9d"),
+    ("?X-Amz-Security-Token=IQoJb3JpZ2luX2VjEHoaCXVzLWVhc3QtMSJHMEUCIQ", "IQoJb3JpZ2luX2VjEHoaCXVzLWVhc3QtMSJHMEUCIQ"),
+    ("https://storage.googleapis.com/b/o?X-Goog-Signature=9a8b7c6d5e4f3a2b1c0d", "9a8b7c6d5e4f3a2b1c0d"),
+    ("https://acct.blob.core.windows.net/c/x?sp=r&sig=Zq8vR2kL5mN7pT1xW4yB6cD9%3D", "Zq8vR2kL5mN7pT1xW4yB6cD9%3D"),
+    ("curl -u alice:Zq8vR2kL5mN7 https://x", "Zq8vR2kL5mN7"),
+    ("curl --user 'alice:Zq8v R2kL5mN7' https://x", "Zq8v R2kL5mN7"),
+    ("sshpass -p Zq8vR2kL5mN7 ssh node1", "Zq8vR2kL5mN7"),
+    ("echo ok && docker login -u bob -p Zq8vR2kL5mN7 nvcr.io", "Zq8vR2kL5mN7"),
+    ("Cookie: sessionid=Zq8vR2kL5mN7; csrftoken=abc", "Zq8vR2kL5mN7"),
+    ("< Set-Cookie: _gitlab_session=Zq8vR2kL5mN7pT1x; path=/", "Zq8vR2kL5mN7pT1x"),
+    ("    client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=", "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo="),
+    ("    token: Zq8vR2kL5mN7pT1xW4yB", "Zq8vR2kL5mN7pT1xW4yB"),
+    ('DB_PASSWORD="correct horse battery staple"', "horse battery staple"),
+    ("export PGPASSWORD='my pass word'", "pass word"),
+    ('{"password": "two words"}', "two words"),
+    ('--password "Zq8v R2kL"', "R2kL"),
+]
+
+
+@pytest.mark.parametrize("text, secret", ISSUE_27, ids=[t[:40] for t, _ in ISSUE_27])
+def test_each_shape_the_sweep_found_is_masked(text: str, secret: str) -> None:
+    assert secret not in mask(text)
+    redactor = Redactor()
+    sent = redactor.redact(text)
+    assert secret not in sent and redactor.restore(sent) == text
+    assert secret not in json.dumps(mask_json({"line": text}))
+
+
+def test_a_private_key_below_a_begin_line_longer_than_the_cut_is_masked() -> None:
+    body = ["MIIEowIBAAKCAQEA" + "q8vR2kL5mN7pT1xW4yB6cD9fG3hJ0sA2eU5Zq8vR2kL5mN7"[:48]] + ["Zq8vR2kL5mN7pT1xW4yB6cD9fG3hJ0sA2eU5" * 2] * 3
+    text = "x" * (LINE_CAP + 500) + " -----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(body) + "\n-----END RSA PRIVATE KEY-----\nstep 2"
+    for out in (mask(text), Redactor().redact(text), Redactor(mode="strict").redact(text)):
+        assert not any(line in out for line in body) and "Zq8vR2kL5mN7pT1x" not in out
+        assert out.endswith("\nstep 2")
+
+
+def test_a_private_key_body_without_its_begin_line_is_masked() -> None:
+    lines = ["MIIEowIBAAKCAQEA" + "q" * 48] + ["Zq8vR2kL5mN7pT1xW4yB6cD9fG3hJ0sA2eU5"[:32] * 2] * 3 + ["ZmFrZQ=="]
+    text = "[rank0]: (cut)\n" + "\n".join(lines) + "\n-----END RSA PRIVATE KEY-----"
+    assert not any(line in mask(text) for line in lines[1:])
+
+
+def test_a_private_key_with_no_end_masks_its_base64_and_keeps_what_follows() -> None:
+    text = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\nAAAAZq8vR2kL5mN7\n\nNCCL WARN socket closed"
+    out = mask(text)
+    assert "Zq8vR2kL5mN7" not in out and out.endswith("NCCL WARN socket closed")
+
+
+@pytest.mark.parametrize("name", ["DB_PASS", "MYSQL_PWD", "REDIS_PASSWORD", "SESSION_COOKIE", "NPM_CONFIG__AUTH"])
+def test_environment_variables_named_for_a_password_are_masked_whole(name: str) -> None:
+    assert mask_value("Zq8v R2kL5mN7", name) == "***"
+
+
+@pytest.mark.parametrize("text", [
+    "docker run -u 1000:1000 -p 8080:80 img", "mysql -p training_db", "python -u train.py --pass-rate 0.9",
+    "curl -u $USER:$TOKEN https://x", "docker login --password-stdin -u bob nvcr.io", "unzip -p weights.zip",
+    "PWD=/workspace", "default login node is busy", "Cookie: ***",
+])
+def test_command_lines_without_a_password_are_left_alone(text: str) -> None:
+    assert mask(text) == text
