@@ -1,41 +1,25 @@
 """Block Kit rendering of an answer for Slack: diagnosis and fixes, Sources, probe findings, buttons.
 Everything posted is redacted first (secrets never reach Slack) and escaped for mrkdwn: no link, mention
-or ``<!channel>`` comes from a log line, a bundle or a question."""
+or ``<!channel>`` comes from a log line, a bundle or a question, and no invisible character (a right-to-left
+override shows as ``<U+202E>``). Every mrkdwn text object is ``"verbatim": true``: Slack then links no bare URL,
+e-mail address or channel name in it, while the ``<url|title>`` links traindoc writes (Sources) stay links."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 from agent.answer import Answer
+from common.language import language_of
 from common.redaction import Redactor
-from common.textsafe import GRAVE, escape_mrkdwn, segments
+from common.textsafe import GRAVE, escape_mrkdwn
+from ui.slack_feedback import button_value
+from ui.slack_mrkdwn import plain as plain_text
+from ui.slack_mrkdwn import plain_line, to_mrkdwn
+from ui.slack_sources import source_line
 
+VERDICT_FIX = {"en": "fix", "zh": "修复"}  # the notification line's label for the first fix
 SECTION_LIMIT = 2900  # Slack's section text limit is 3000 characters
 MAX_BLOCKS = 45
-
-
-def to_mrkdwn(markdown: str) -> str:
-    """Markdown -> Slack mrkdwn. Outside code: ``& < >`` escaped, headings and bold become *bold*, a Markdown
-    link stays text (links come only from traindoc, never from what it quotes). Code: Slack's one fence
-    (```), with any backtick inside replaced by a look-alike that cannot end it."""
-    out: list[str] = []
-    for kind, piece in segments(markdown):
-        if kind == "fence":
-            lines = piece.split("\n")
-            body = [line for line in lines[1:] if line.strip("`~ ") or line == ""]
-            closing = "\n" if piece.endswith("\n") else ""
-            inner = "\n".join(body).strip("\n").replace("`", GRAVE)
-            out.append(f"```\n{escape_mrkdwn(inner)}\n```{closing}")
-        elif kind == "code":
-            inner = piece.strip("`").strip(" ") or " "
-            out.append(f"`{escape_mrkdwn(inner.replace('`', GRAVE))}`")
-        else:
-            text = escape_mrkdwn(piece)
-            text = re.sub(r"(?m)^#{1,6}[ \t]+(.+)$", r"*\1*", text)
-            out.append(re.sub(r"\*\*([^*\n]{1,400}?)\*\*", r"*\1*", text))
-    return "".join(out)
 
 
 def _chunks(text: str, limit: int = SECTION_LIMIT) -> list[str]:
@@ -60,23 +44,46 @@ def _chunks(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     return parts
 
 
-def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks), redacted. A long answer is shortened, never the sources or the buttons."""
+def notification_line(answer: Answer, redact: Any = None) -> str:
+    """The message's ``text``: what a notification, a screen reader and search show. Plain text (no
+    ``### Likely cause`` markup), one line: the job's root cause when the logs name one, else the answer's
+    first line (its verdict)."""
+    redact = redact or Redactor().redact
+    # masked before it is made one line: a secret's shape may span lines (a .netrc entry)
+    cause = redact(answer.diagnosis.root_cause.summary) if answer.diagnosis and answer.diagnosis.root_cause else ""
+    verdict = answer.verdict() if hasattr(answer, "verdict") else None
+    if verdict is not None and not cause:
+        parts = [plain_text(redact(verdict.cause)), plain_text(redact(verdict.where))]
+        if fix := plain_text(redact(verdict.fix_line or verdict.fix_text), 160):
+            parts.append(f"{VERDICT_FIX.get(language_of(answer.question), 'fix')}: {fix}")
+        cause = " · ".join(p for p in parts if p)
+    line = plain_text(cause) if cause else plain_line(redact(answer.answer))
+    return escape_mrkdwn(redact(line or plain_text(redact(answer.question), 200)))
+
+
+def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool,
+                  share_button: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """(notification text, blocks), redacted. A long answer is shortened, never the sources or the buttons.
+    The buttons carry what feedback needs after a restart (``ui.slack_feedback``); ``share_button`` offers to
+    post an ephemeral answer to the channel."""
     redact = Redactor().redact
+    fallback = notification_line(answer, redact)
     head: list[dict[str, Any]] = []
     if answer.notice:
-        head.append({"type": "context", "elements": [{"type": "mrkdwn", "text": plain(f"note: {answer.notice}", redact)}]})
+        head.append({"type": "context", "elements": [mrkdwn(plain(f"note: {answer.notice}", redact))]})
     tail: list[dict[str, Any]] = []
     if answer.citations:
-        lines = [f"[{c.n}] `{_code(Path(c.source).name, redact)}` › {plain(c.cited_as, redact)}" for c in answer.citations]
         tail.append({"type": "divider"})
-        tail.append(_section("*Sources*\n" + "\n".join(lines)))
+        tail.append(_section("*Sources*\n" + "\n".join(source_line(c, redact) for c in answer.citations)))
     problems = [f for f in answer.findings if f.status in ("problem", "error", "timed_out")]
     if problems:
         lines = [f"• *{plain(f.code, redact)}* ({plain(f.probe, redact)}): {plain(f.summary, redact)}"
                  + (f"\n   fix: {plain(f.fix, redact)}" if f.fix else "") for f in problems]
         tail.append(_section("*Probe findings*\n" + "\n".join(lines)))
-    elements = [_button(":+1:", "traindoc_feedback_up", answer_id), _button(":-1:", "traindoc_feedback_down", answer_id)]
+    value = button_value(answer, answer_id, fallback)
+    elements = [_button(":+1:", "traindoc_feedback_up", value), _button(":-1:", "traindoc_feedback_down", value)]
+    if share_button:
+        elements.append(_button("Share to channel", "traindoc_share", value))
     if probes_button:
         elements.append(_button("Run the probes", "traindoc_run_probes", answer_id))
     tail.append({"type": "actions", "elements": elements})
@@ -85,10 +92,8 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool) -> tup
     room = MAX_BLOCKS - len(head) - len(tail)
     if len(body) > room:
         body = body[:room - 1] + [{"type": "context", "elements": [
-            {"type": "mrkdwn", "text": "_answer shortened for Slack: ask the same question with `ask` for all of it_"}]}]
-    lead = answer.diagnosis.root_cause.summary if answer.diagnosis and answer.diagnosis.root_cause else answer.answer
-    fallback = plain(lead, redact)[:300]
-    return fallback, head + body + tail
+            mrkdwn("_answer shortened for Slack: ask the same question with `ask` for all of it_")]}]
+    return fallback[:SECTION_LIMIT], head + body + tail
 
 
 def probe_blocks(results: list[Any]) -> list[dict[str, Any]]:
@@ -106,9 +111,17 @@ def _code(text: str, redact: Any) -> str:
     return plain(text, redact).replace("`", GRAVE)
 
 
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object Slack shows as written: no bare URL, e-mail address or #channel made a link."""
+    return {"type": "mrkdwn", "text": text[:SECTION_LIMIT], "verbatim": True}
+
+
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:SECTION_LIMIT]}}
+    return {"type": "section", "text": mrkdwn(text)}
 
 
 def _button(label: str, action_id: str, value: str) -> dict[str, Any]:
     return {"type": "button", "text": {"type": "plain_text", "text": label, "emoji": True}, "action_id": action_id, "value": value}
+
+
+__all__ = ["answer_blocks", "mrkdwn", "notification_line", "plain", "probe_blocks", "to_mrkdwn"]

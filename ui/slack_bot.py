@@ -1,8 +1,11 @@
 """`traindoc slack`: a slack-bolt bridge over the same ``ask()``.
 
 Socket Mode when SLACK_APP_TOKEN is set, else the HTTP Events API (signing secret verified by bolt).
-Answers @mentions and DMs in a thread, with the thread as history; acknowledges with :eyes:; posts
-Block Kit with sources, probe findings and feedback buttons. Attached logs and `traindoc probe --json`
+Answers @mentions and DMs in a thread, with the thread as history (its earlier logs and the bot's diagnosis,
+``ui.slack_thread``); acknowledges with :eyes:, replaced by :white_check_mark: once answered (:x: when it
+could not be); posts Block Kit with a plain-text notification line, sources (linked where the corpus records
+an upstream), probe findings and feedback buttons whose clicks are thanked and recorded, across restarts.
+``/traindoc`` answers ephemerally with a "Share to channel" button. Attached logs and `traindoc probe --json`
 bundles are downloaded (size limit) and analysed; the bot's own host is probed only when
 TRAINDOC_SLACK_PROBES=host. Retries never answer twice; bots are ignored; a per-user rate limit and
 a channel allowlist apply. Slack API errors become one log line naming the setting to fix.
@@ -27,10 +30,16 @@ from agent.feedback import FeedbackStore
 from common.errors import ConfigError, TraindocError
 from common.redaction import Redactor
 from common.settings import Settings
-from ui.slack_blocks import answer_blocks, plain, probe_blocks
+from common.surrogates import escape_surrogates
+from ui.slack_blocks import answer_blocks, mrkdwn, notification_line, plain, probe_blocks
+from ui.slack_feedback import read_value
+from ui.slack_replies import reply
+from ui.slack_thread import answer_metadata, thread_history
 
 log = logging.getLogger("traindoc.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
+SLACK_ID = re.compile(r"[UW][A-Z0-9]{2,20}")  # a user id as Slack sends it: the only mention the bot writes
+MAX_READ_LOGS = 200  # thread attachments read, kept by file id so a thread's follow-ups do not download again
 HINTS = {
     "invalid_auth": "SLACK_BOT_TOKEN is wrong or revoked: copy the Bot User OAuth Token (xoxb-...) again",
     "not_authed": "SLACK_BOT_TOKEN is not set",
@@ -118,6 +127,7 @@ class SlackBridge:
         self.rate = RateLimiter(options.rate_per_minute)
         self.feedback = FeedbackStore(options.feedback_db or troubleshooter.settings.data_dir / "feedback.sqlite3")
         self._answers: OrderedDict[str, Answer] = OrderedDict()
+        self._read_logs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self.downloads = troubleshooter.settings.cache_dir / "slack"
@@ -155,8 +165,9 @@ class SlackBridge:
         app.event("app_mention")(self._on_mention)
         app.event("message")(self._on_message)
         app.command("/traindoc")(self._on_command)
-        app.action("traindoc_feedback_up")(lambda ack, body: self._on_feedback(ack, body, 1))
-        app.action("traindoc_feedback_down")(lambda ack, body: self._on_feedback(ack, body, -1))
+        app.action("traindoc_feedback_up")(lambda ack, body, client: self._on_feedback(ack, body, client, 1))
+        app.action("traindoc_feedback_down")(lambda ack, body, client: self._on_feedback(ack, body, client, -1))
+        app.action("traindoc_share")(self._on_share)
         app.action("traindoc_run_probes")(self._on_run_probes)
         return app
 
@@ -195,23 +206,32 @@ class SlackBridge:
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
                        text="You are asking faster than I can answer: try again in a minute.")
             return
-        self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=event.get("ts"), name="eyes")
+        ts = event.get("ts")
+        self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=ts, name="eyes")
         try:
             question = self._question(event, client, channel, thread_ts)
             answer = self.troubleshooter.ask(question)
         except TraindocError as exc:
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
                        text=f":warning: {plain(str(exc))}")
+            self._settle(client, channel, ts, "x")
             return
         except Exception as exc:  # never leave the user with only the :eyes: reaction
             log.error("slack: answering failed: %s: %s", type(exc).__name__, Redactor().redact(str(exc))[:300])
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
                        text=":warning: traindoc could not answer this one; the error is in the bot's log.")
+            self._settle(client, channel, ts, "x")
             return
-        self.post_answer(client, answer, channel=channel, thread_ts=thread_ts)
+        posted = self.post_answer(client, answer, channel=channel, thread_ts=thread_ts)
+        self._settle(client, channel, ts, "white_check_mark" if posted else "x")
+
+    def _settle(self, client: Any, channel: str, ts: str | None, outcome: str) -> None:
+        """:eyes: (working on it) gives way to :white_check_mark: (answered) or :x: (could not answer)."""
+        self._call(client.reactions_remove, "reactions.remove", channel=channel, timestamp=ts, name="eyes")
+        self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=ts, name=outcome)
 
     def _question(self, event: dict[str, Any], client: Any, channel: str, thread_ts: str | None) -> Question:
-        text = MENTION.sub("", event.get("text") or "").strip()
+        text = escape_surrogates(MENTION.sub("", event.get("text") or "").strip())[0]  # a lone one breaks JSON
         history = self._history(client, channel, thread_ts, event.get("ts"))
         head, errors, bundle, job = "", list[str](), None, None
         paths: tuple[Path, ...] = ()
@@ -234,19 +254,43 @@ class SlackBridge:
         return Question(text=text, log_head=head, log_errors=errors, log_paths=paths if probes else (),
                         bundle=bundle, probes=probes, history=history, job=job)
 
-    def _history(self, client: Any, channel: str, thread_ts: str | None, ts: str | None) -> list[dict[str, str]]:
+    def _history(self, client: Any, channel: str, thread_ts: str | None, ts: str | None) -> list[dict[str, Any]]:
+        """The thread's earlier turns: the logs attached to them (read again) and the bot's diagnoses."""
         if not thread_ts or thread_ts == ts:
             return []
-        reply = self._call(client.conversations_replies, "conversations.replies", channel=channel, ts=thread_ts, limit=50)
-        history = []
-        for message in (reply or {}).get("messages", []):
-            if message.get("ts") == ts:
-                continue
-            role = "assistant" if message.get("bot_id") or message.get("user") == self.bot_user_id else "user"
-            content = MENTION.sub("", message.get("text") or "").strip()
-            if content:
-                history.append({"role": role, "content": content})
-        return history
+        replies = self._call(client.conversations_replies, "conversations.replies", channel=channel, ts=thread_ts,
+                             limit=50, include_all_metadata=True)
+        messages = [m for m in (replies or {}).get("messages", []) if isinstance(m, dict)]
+        return thread_history(messages, ts, self._is_bot, self._read_thread_log)
+
+    def _is_bot(self, message: dict[str, Any]) -> bool:
+        return bool(message.get("bot_id")) or (self.bot_user_id is not None and message.get("user") == self.bot_user_id)
+
+    def _read_thread_log(self, files: list[dict[str, Any]]) -> dict[str, Any]:
+        """The log of files attached earlier in a thread, as a user turn holds it (bundles are not logs); the
+        downloaded copies stay for ``ask()`` to triage again, and a thread's follow-ups do not download again."""
+        key = ",".join(str(f.get("id") or f.get("url_private_download") or "") for f in files)
+        with self._lock:
+            if key in self._read_logs and all(Path(p).is_file() for p in self._read_logs[key].get("log_paths", ())):
+                return self._read_logs[key]
+        paths = tuple(p for p in (self._download(f) for f in files) if p is not None and not _is_bundle(p))
+        found: dict[str, Any] = {}
+        if paths:
+            from agent.logs import read_logs
+
+            try:
+                reading = read_logs(paths)
+            except TraindocError as exc:
+                log.info("slack: an earlier attachment of the thread could not be read: %s", exc)
+                return found
+            names = ", ".join(str(f.get("name") or "log") for f in files)
+            found = {"log_head": reading.head, "log_errors": list(reading.errors), "log_name": names,
+                     "log_paths": [str(p) for p in paths]}
+        with self._lock:
+            self._read_logs[key] = found
+            while len(self._read_logs) > MAX_READ_LOGS:
+                self._read_logs.popitem(last=False)
+        return found
 
     def _download(self, file: dict[str, Any]) -> Path | None:
         size = int(file.get("size") or 0)
@@ -272,12 +316,18 @@ class SlackBridge:
             return None
         return target
 
-    def post_answer(self, client: Any, answer: Answer, *, channel: str, thread_ts: str | None) -> None:
+    def post_answer(self, client: Any, answer: Answer, *, channel: str, thread_ts: str | None,
+                    intro: str | None = None) -> bool:
+        """Post ``answer`` (in a thread, or to the channel when shared); True when Slack took it."""
         answer_id = self._remember(answer)
         text, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes)
+        if intro:
+            blocks = [{"type": "context", "elements": [mrkdwn(intro)]}, *blocks]
         # no unfurling: a link quoted from a log must not make Slack fetch it
-        self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text, blocks=blocks,
-                   unfurl_links=False, unfurl_media=False)
+        posted = self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text,
+                            blocks=blocks, unfurl_links=False, unfurl_media=False,
+                            metadata=answer_metadata(_diagnosis(answer), answer.no_match))
+        return posted is not None
 
     def _remember(self, answer: Answer) -> str:
         """Keep the last answers so feedback buttons can find them (bounded)."""
@@ -303,17 +353,52 @@ class SlackBridge:
             return
         answer = self.troubleshooter.ask(Question(text=text, probes=self.options.host_probes))
         answer_id = self._remember(answer)
-        fallback, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes)
-        respond(text=fallback, blocks=blocks, response_type="ephemeral" if self.options.ephemeral_commands else "in_channel")
+        ephemeral = self.options.ephemeral_commands
+        fallback, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes, share_button=ephemeral)
+        respond(text=fallback, blocks=blocks, response_type="ephemeral" if ephemeral else "in_channel")
 
-    def _on_feedback(self, ack: Any, body: dict[str, Any], rating: int) -> None:
+    def _clicked(self, body: dict[str, Any]) -> tuple[str, Answer | None, str, str, str | None]:
+        """(answer id, the answer, channel, user, thread) of a button click: the answer this process holds, else
+        the one the button carries (the bot restarted since it posted it)."""
+        value = (body.get("actions") or [{}])[0].get("value", "")
+        answer_id, carried = read_value(str(value))
+        with self._lock:
+            answer = self._answers.get(answer_id) or carried
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id", "")
+        user = (body.get("user") or {}).get("id", "")
+        message = body.get("message") or {}
+        return answer_id, answer, channel, user, message.get("thread_ts") or message.get("ts")
+
+    def _on_feedback(self, ack: Any, body: dict[str, Any], client: Any, rating: int) -> None:
         ack()
-        answer_id = (body.get("actions") or [{}])[0].get("value", "")
-        answer = self._answers.get(answer_id)
-        if answer is None:
+        answer_id, answer, channel, user, thread_ts = self._clicked(body)
+        if answer is None:  # a button from before buttons carried their answer: said, not silently dropped
             log.info("slack: feedback for an answer this process no longer holds (%s)", answer_id)
+            key, asked = "feedback_lost", ""
+        else:
+            self.feedback.record(answer, rating, "slack")
+            key, asked = ("thanks_up" if rating > 0 else "thanks_down"), answer.question
+        if channel and user:
+            self._call(client.chat_postEphemeral, "chat.postEphemeral", channel=channel, user=user,
+                       text=reply(key, asked), **({"thread_ts": thread_ts} if thread_ts else {}))
+
+    def _on_share(self, ack: Any, body: dict[str, Any], client: Any, respond: Any) -> None:
+        """Post an ephemeral /traindoc answer to the channel, saying who shared it and what was asked."""
+        ack()
+        answer_id, answer, channel, user, _ = self._clicked(body)
+        if answer is None or not channel:
             return
-        self.feedback.record(answer, rating, "slack")
+        with self._lock:
+            held = answer_id in self._answers
+        if not held:  # the bot restarted: answer the (masked) question again rather than post a summary
+            answer = self.troubleshooter.ask(Question(text=answer.question, probes=self.options.host_probes))
+        who = f"<@{user}>" if SLACK_ID.fullmatch(user) else "someone"
+        intro = reply("shared", answer.question, user=who, question=plain(answer.question)[:300])
+        if self.post_answer(client, answer, channel=channel, thread_ts=None, intro=intro):
+            respond(delete_original=True)
+        else:
+            respond(text=reply("share_failed", answer.question, error="chat.postMessage"), response_type="ephemeral",
+                    replace_original=False)
 
     def _on_run_probes(self, ack: Any, body: dict[str, Any], client: Any) -> None:
         ack()
@@ -338,6 +423,13 @@ class SlackBridge:
         except OSError as exc:
             log.error("slack: %s failed: cannot reach Slack (%s): check SLACK_API_URL and the network", action, exc)
         return None
+
+
+def _diagnosis(answer: Answer) -> str:
+    """The bot's diagnosis as a later turn of the thread reads it (agent.conversation), else its verdict line."""
+    from agent.conversation import diagnosis_text
+
+    return diagnosis_text(answer) or notification_line(answer)
 
 
 def _api_base(url: str | None) -> str:

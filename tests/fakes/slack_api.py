@@ -2,10 +2,13 @@
 
 slack_sdk's WebClient POSTs every method to ``BASE_URL + method`` (``/api/chat.postMessage``), form-encoded
 (``params``) or JSON (``json``: the methods that carry blocks), with ``Authorization: Bearer <token>``.
-This server answers the methods the bot uses (auth.test, reactions.add, chat.postMessage,
+This server answers the methods the bot uses (auth.test, reactions.add, reactions.remove, chat.postMessage,
 chat.postEphemeral, conversations.replies, files.info), serves attachments at ``/files/<name>`` (the
 ``url_private_download`` of a file) and takes slash-command ``response_url`` posts at ``/respond/<id>``.
 It can fail a method with a Slack error, as Slack does: HTTP 200 with ``{"ok": false, "error": ...}``.
+A thread is what a test scripted (``thread()``) plus what the bot posted in it, as Slack keeps it: the bot's
+messages come back from conversations.replies with their ``metadata`` only when asked
+(``include_all_metadata``), as Slack's API does.
 
     with FakeSlack() as slack:
         slack.fail("chat.postMessage", "not_in_channel")
@@ -51,6 +54,7 @@ class FakeSlack:
         self._failures: dict[str, dict[str, Any]] = {}
         self._files: dict[str, bytes] = {}
         self._replies: dict[str, list[dict[str, Any]]] = {}
+        self._posted: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -136,11 +140,19 @@ class FakeSlack:
     def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             failure = self._failures.get(method)
-            replies = self._replies.get(f"{params.get('channel')}/{params.get('ts')}", [])
+            thread = f"{params.get('channel')}/{params.get('ts')}"
+            replies = list(self._replies.get(thread, [])) + [dict(m) for m in self._posted.get(thread, [])]
             files = dict(self._files)
         if failure is not None:
             return failure
-        ts = f"1700000000.{next(self._ts):06d}"
+        ts = f"1900000000.{next(self._ts):06d}"  # after every ts the tests make (slack_kit.new_ts)
+        if method == "chat.postMessage" and params.get("thread_ts"):
+            kept = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "ts": ts, "thread_ts": params["thread_ts"],
+                    "text": params.get("text", ""), "blocks": params.get("blocks") or []}
+            if isinstance(params.get("metadata"), dict):
+                kept["metadata"] = params["metadata"]
+            with self._lock:
+                self._posted.setdefault(f"{params.get('channel')}/{params['thread_ts']}", []).append(kept)
         if method == "auth.test":
             return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake", "user": "traindoc",
                     "team_id": "T1", "user_id": BOT_USER, "bot_id": BOT_ID, "is_enterprise_install": False}
@@ -149,10 +161,12 @@ class FakeSlack:
                     "message": {"text": params.get("text", ""), "user": BOT_USER, "bot_id": BOT_ID, "ts": ts}}
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": ts}
-        if method == "reactions.add":
+        if method in ("reactions.add", "reactions.remove"):
             return {"ok": True}
         if method == "conversations.replies":
-            return {"ok": True, "messages": replies, "has_more": False}
+            if str(params.get("include_all_metadata", "")).lower() not in ("1", "true"):
+                replies = [{k: v for k, v in m.items() if k != "metadata"} for m in replies]
+            return {"ok": True, "messages": sorted(replies, key=lambda m: float(m.get("ts") or 0)), "has_more": False}
         if method == "files.info":
             name = str(params.get("file", ""))
             if name not in files:

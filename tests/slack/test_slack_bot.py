@@ -31,7 +31,9 @@ from tools.report import bundle
 
 pytestmark = pytest.mark.slow
 BOT_ENV = {"TRAINDOC_SLACK_CHANNELS": "C1", "TRAINDOC_SLACK_RATE": "1", "TRAINDOC_SLACK_MAX_FILE_MB": "1"}
-CORPUS_SOURCE = re.compile(r"`\d{3}_[0-9a-f]{16}\.txt` › \S")
+HASH_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
+# a source is a link to where the corpus records it came from, or its readable title in bold
+CORPUS_SOURCE = re.compile(r"^\[\d\] (?:<https://[^|>]+\|[^>]+>|\*[^*\n]+\*)", re.M)
 NCCL_WATCHDOG = ("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
                  "WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
                  "600123 milliseconds before timing out.")
@@ -78,7 +80,7 @@ def test_mention_gets_eyes_then_a_threaded_answer_with_sources_and_feedback_butt
     assert answer["thread_ts"] == ts and answer["channel"] == "C1"
     text = blocks_text(answer)
     sources = text[text.index("*Sources*"):]
-    assert CORPUS_SOURCE.search(sources), sources
+    assert CORPUS_SOURCE.search(sources) and not HASH_NAME.search(sources), sources
     assert "NCCL" in sources
     assert set(buttons(answer)) == {"traindoc_feedback_up", "traindoc_feedback_down"}
     labels = [e["text"]["text"] for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
@@ -134,7 +136,8 @@ def test_attached_log_is_downloaded_with_the_bot_token_and_drives_the_answer(bot
     download = bot.fake.wait_for(f"file:{name}")[0]
     assert download.authorization == f"Bearer {BOT_TOKEN}"
     text = blocks_text(answer)
-    assert "NCCL 超时" in text[text.index("*Sources*"):], text  # the corpus section on NCCL timeouts
+    # the corpus section on NCCL timeouts (问题：NCCL 超时), titled in the asker's language, linked to its upstream
+    assert "|Problem: NCCL Timeout — " in text[text.index("*Sources*"):], text
     assert "Watchdog caught collective operation timeout" in text
 
 
@@ -204,7 +207,7 @@ def test_run_probes_button_does_nothing_when_host_probes_are_off(bot: Bot) -> No
 
 def test_thread_history_carries_the_earlier_question(bot: Bot) -> None:
     user, parent, earlier_answer = new_user(), new_ts(), new_ts()
-    event = mention("how do I find the process?", user=user, thread_ts=parent)
+    event = mention("how do I find the process that holds it?", user=user, thread_ts=parent)
     bot.fake.thread("C1", parent, [
         {"type": "message", "user": user, "text": f"<@{BOT_USER}> RuntimeError: Address already in use", "ts": parent},
         {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": "The port is taken (错误2: 端口被占用)",
@@ -216,7 +219,8 @@ def test_thread_history_carries_the_earlier_question(bot: Bot) -> None:
     replies = bot.fake.wait_for("conversations.replies", channel="C1", ts=parent)
     assert replies
     text = blocks_text(answer)
-    assert "端口" in text[text.index("*Sources*"):], text  # the port-in-use section, from the first turn
+    assert "already in use" in text[text.index("*Sources*"):], text  # the port-in-use section, from the first turn
+    assert "Read as a follow-up" in text
 
 
 # -- i: secrets ---------------------------------------------------------------------------------------------------
@@ -294,7 +298,7 @@ def test_slash_command_answers_ephemerally_via_response_url(bot: Bot) -> None:
     assert reply.status == 200
     response = bot.fake.wait_for(f"respond:{name}")[0].params
     assert response["response_type"] == "ephemeral"
-    assert CORPUS_SOURCE.search(blocks_text(response))
+    assert CORPUS_SOURCE.search(blocks_text(response)) and not HASH_NAME.search(blocks_text(response))
 
 
 def test_slash_command_without_text_gets_usage(bot: Bot) -> None:

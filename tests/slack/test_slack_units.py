@@ -15,7 +15,7 @@ from slack_sdk.web import SlackResponse
 
 from agent.answer import Answer, Citation, FindingView
 from common.errors import ConfigError
-from ui.slack_blocks import answer_blocks
+from ui.slack_blocks import answer_blocks, notification_line
 from ui.slack_bot import RateLimiter, SlackOptions, slack_error_line
 
 SLACK_SECTION_LIMIT = 3000  # Block Kit: section text
@@ -159,11 +159,40 @@ def test_answer_blocks_mask_secrets_everywhere() -> None:
     assert re.search(r"\[[A-Z_]+_\d+\]", posted)
 
 
-def test_answer_blocks_buttons_carry_the_answer_id() -> None:
-    _, blocks = answer_blocks(sample_answer("short"), "abc123", probes_button=False)
+def test_answer_blocks_buttons_carry_the_answer_id_and_what_feedback_needs() -> None:
+    from ui.slack_feedback import read_value
+
+    answer = sample_answer("### Likely cause: NCCL timeout\n\nmore", n_citations=2)
+    answer.question = "why does NCCL time out? HF_TOKEN=" + fake_token("hf_")
+    _, blocks = answer_blocks(answer, "abc123", probes_button=False)
     actions = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
-    assert [(e["action_id"], e["value"], e["text"]["text"]) for e in actions] == [
-        ("traindoc_feedback_up", "abc123", ":+1:"), ("traindoc_feedback_down", "abc123", ":-1:")]
+    assert [(e["action_id"], e["text"]["text"]) for e in actions] == [
+        ("traindoc_feedback_up", ":+1:"), ("traindoc_feedback_down", ":-1:")]
+    assert all(len(e["value"]) <= 2000 for e in actions)
+    answer_id, carried = read_value(actions[0]["value"])
+    assert answer_id == "abc123" and carried is not None
+    assert carried.question.startswith("why does NCCL time out?") and "hf_" not in carried.question
+    assert carried.answer == notification_line(answer) and "###" not in carried.answer and "**" not in carried.answer
+    assert [(c.source, c.chunk_id) for c in carried.citations] == [("001_abc.txt", "c1"), ("002_abc.txt", "c2")]
+
+
+def test_a_button_value_stays_within_slacks_limit_for_a_long_question() -> None:
+    from ui.slack_feedback import read_value
+
+    answer = sample_answer("x", n_citations=5)
+    answer.question = "为什么 " * 3000
+    answer.citations = [Citation(n=i, source=f"/c/{i}.txt", section="章节 > " * 200, chunk_id=f"c{i}", score=0.5)
+                        for i in range(1, 6)]
+    _, blocks = answer_blocks(answer, "id1", probes_button=False, share_button=True)
+    values = [e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert len(values) == 3 and all(len(v) <= 2000 for v in values)
+    assert read_value(values[0])[0] == "id1"
+
+
+def test_an_old_button_value_is_an_id_alone() -> None:
+    from ui.slack_feedback import read_value
+
+    assert read_value("abc123") == ("abc123", None)
 
 
 # -- the manifest -------------------------------------------------------------------------------------------------
@@ -185,11 +214,19 @@ def test_manifest_parses_and_grants_what_the_bot_uses() -> None:
 
 def test_every_api_method_the_bot_calls_has_its_scope() -> None:
     """The Web API methods named in ui/slack_bot.py, mapped to the scope each needs (api.slack.com/methods)."""
-    scope_of = {"chat.postMessage": "chat:write", "reactions.add": "reactions:write",
-                "conversations.replies": "channels:history", "auth.test": None}
+    scope_of = {"chat.postMessage": "chat:write", "chat.postEphemeral": "chat:write", "reactions.add": "reactions:write",
+                "reactions.remove": "reactions:write", "conversations.replies": "channels:history", "auth.test": None}
     source = Path(ROOT / "ui" / "slack_bot.py").read_text(encoding="utf-8")
     called = set(re.findall(r"\"((?:chat|reactions|conversations|auth|files)\.[A-Za-z]+)\"", source))
     assert called <= set(scope_of), f"a new Web API method needs its scope checked: {called - set(scope_of)}"
     manifest = yaml.safe_load((ROOT / "deploy" / "slack-manifest.yaml").read_text(encoding="utf-8"))
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     assert {scope_of[m] for m in called} - {None} <= scopes
+
+
+def test_the_bots_own_replies_follow_the_askers_language() -> None:
+    from ui.slack_replies import reply
+
+    assert reply("thanks_up", "训练卡住了怎么办") == "谢谢，已记录：这个回答有帮助。"
+    assert reply("thanks_up", "why does NCCL hang?").startswith("Thanks, recorded")
+    assert reply("shared", "why?", user="<@U1>", question="why?") == "<@U1> shared traindoc's answer to: why?"
