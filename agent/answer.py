@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from common.textsafe import printable_json
+
 if TYPE_CHECKING:
     from jobs.diagnosis import JobDiagnosis
 
@@ -60,6 +62,12 @@ class Answer:
     confidence: float | None = None  # 0..1, that the first cited section answers (no_match: that the nearest does)
     mode: str | None = None  # with a model: "agent" (it called the tools) or "explain" (it wrote from traindoc's facts)
 
+    def verdict(self) -> Any:
+        """The cause, where, the first fix and the confidence (agent.summary.Verdict), or None."""
+        from agent.summary import verdict_of
+
+        return verdict_of(self)
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         if self.id is not None:
@@ -81,6 +89,8 @@ class Answer:
         # Every command traindoc corrected, left out or marked in what it showed, with the reason and the source.
         data["advice"] = [{"citation": c.n, **flag.to_json()} for c in self.citations for flag in c.advice]
         data["diagnosis"] = self.diagnosis.to_json() if self.diagnosis is not None else None
+        verdict = self.verdict()
+        data["verdict"] = verdict.to_json() if verdict is not None else None
         if self.steps is not None:
             data["steps"] = self.steps
         if self.grounded is not None:
@@ -89,4 +99,5 @@ class Answer:
             data["mode"] = self.mode
         if self.notice:
             data["notice"] = self.notice
-        return data
+        # Shown as it is: a right-to-left override or a zero-width space from a log reads as <U+202E> (common.textsafe).
+        return printable_json(data)

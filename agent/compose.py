@@ -34,6 +34,8 @@ COMMAND_LINE = re.compile(
     r"[A-Z][A-Z0-9_]*=|[a-z_]\w*\s*=\s*\S|[a-z_][\w.]*\(.*\)\s*$|--[a-z])"
 )
 LABEL = re.compile(r"^\s*\**[^*:：]{1,16}\**\s*[:：]\s*\**\s*$")  # "**解决方案**：" alone on a line
+NUMBERED_LINE = re.compile(r"^\s*(\*\*)?(\d{1,3})(?:[.)]\s+|[、．]\s*)(.*)$")
+NUMBERED_ITEM = re.compile(r"^\s*\d{1,3}\. ")
 MAX_DIAGNOSIS_LINES = 14
 MAX_FIX_BLOCKS = 3
 
@@ -85,6 +87,26 @@ def _split_blocks(text: str) -> tuple[list[str], list[str]]:
         elif line.strip() and not HEADING.match(line) and line.strip() != "---" and not LABEL.match(line):
             prose.append(line.rstrip())
     return prose, code
+
+
+def _keep_lists(lines: list[str]) -> list[str]:
+    """Prose lines whose numbered items stay a list when rendered: ``**2. Use ZeRO-3**`` or ``2、...`` become list
+    items (``2. **Use ZeRO-3**``), and a list that does not start at 1, which CommonMark would read as the
+    paragraph above going on, gets the blank line it needs."""
+    out: list[str] = []
+    for line in lines:
+        match = NUMBERED_LINE.match(line)
+        if match is None:
+            out.append(line)
+            continue
+        bold, number, text = match.group(1), match.group(2), match.group(3).strip()
+        if bold and text.startswith("**"):  # "**1.** text": only the number was bold
+            bold, text = None, text.lstrip("* ")
+        item = f"{number}. " + (f"**{text.rstrip('*').strip()}**" if bold and text.endswith("**") else text)
+        if out and out[-1].strip() and not NUMBERED_LINE.match(out[-1]) and not NUMBERED_ITEM.match(out[-1]):
+            out.append("")
+        out.append(item)
+    return out
 
 
 def _project_fixes_apply(citation: Citation, report: str) -> bool:
@@ -168,14 +190,10 @@ def compose(
     parts: list[str] = []
     lang = language_of(question)
     problems = [f for f in findings if f.status == "problem"]
-    if problems:
-        parts.append(f"### {say('probes_found', lang, source=probe_source)}")
-        for finding in problems:
-            refs = "".join(f"[{n}]" for n in finding.related)
-            parts.append(f"- **{finding.code}** ({finding.probe}): {finding.summary} {refs}".rstrip())
-            if finding.fix:
-                parts.append(f"  - {say('fix', lang)}: {finding.fix}")
-        parts.append("")
+    # Each finding once, under where it was seen: the machine (or the bundle's) apart from the logs it read.
+    log_probes = set(_guidance()["log_probes"])
+    parts.extend(_findings(say("probes_found", lang, source=probe_source), [f for f in problems if f.probe not in log_probes], lang))
+    parts.extend(_findings(_say("log_shows", lang), [f for f in problems if f.probe in log_probes], lang))
     parts.extend(codes_markdown(codes, lang))
     if error_lines:
         parts.append(f"### {say('error_lines', lang)}")
@@ -211,7 +229,7 @@ def compose(
                 notes[flag.reason] += f"[{citation.n}]"
         prose, code = _split_blocks(body)
         if shown < MAX_DIAGNOSIS_LINES and prose:
-            take = prose[: MAX_DIAGNOSIS_LINES - shown]
+            take = _keep_lists(prose[: MAX_DIAGNOSIS_LINES - shown])
             marker = "" if citation is top else f" [{citation.n}]"
             parts.extend(take[:-1] + [take[-1] + marker, ""])
             shown += len(take)
@@ -231,6 +249,14 @@ def compose(
         parts.append(f"### {say('see_also', lang)}")
         parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
     return "\n".join(parts).strip()
+
+
+def _findings(heading: str, findings: Sequence[FindingView], lang: Lang) -> list[str]:
+    """The findings seen in one place, each said once (a log's two identical matches are one line)."""
+    lines = list(dict.fromkeys(
+        f"- **{f.code}** ({f.probe}): {f.summary} {''.join(f'[{n}]' for n in f.related)}".rstrip()
+        + (f"\n  - {say('fix', lang)}: {f.fix}" if f.fix else "") for f in findings))
+    return [f"### {heading}", *lines, ""] if lines else []
 
 
 def _fix_blocks(citation: Citation, code: Sequence[str], report: str) -> list[tuple[str, Citation]]:

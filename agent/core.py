@@ -7,6 +7,8 @@ backend; nothing is loaded until first needed, so `ask --help` stays instant.
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -16,6 +18,7 @@ from typing import Any
 from advice.review import review
 from agent.answer import Answer, Citation
 from agent.compose import compose
+from agent.conversation import Context, context_note, follow_up_context
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.facts import Facts
 from agent.presumptions import contradicted, gpu_archs, torch_version
@@ -26,8 +29,6 @@ from corpus.errorlines import pasted_first
 from jobs.diagnosis import HANG_WORDS, UNCATALOGUED, JobDiagnosis, only_if_quoted, search_terms
 
 log = logging.getLogger(__name__)
-FOLLOW_UP_CHARS = 100
-MAX_CONTEXT_CHARS = 3000
 QUOTES_IT = 0.8  # share of a section's quoted error message the question shows, for the section to be about it
 
 
@@ -41,8 +42,12 @@ class Question:
     log_paths: tuple[Path, ...] = ()
     python: str | None = None  # the interpreter the user's training runs with
     bundle: Path | None = None  # diagnose from a `traindoc probe --json` bundle instead of this machine
-    history: list[dict[str, str]] = field(default_factory=list)  # earlier turns: {"role", "content"}
+    history: list[dict[str, Any]] = field(default_factory=list)  # earlier turns, oldest first (agent.conversation)
     job: JobDiagnosis | None = None  # the attached logs read as one job (agent.logs.read_logs)
+    follows: Context | None = None  # set by ask(): the earlier turn this question follows up on
+
+    def has_own_log(self) -> bool:
+        return bool(self.log_head or self.log_errors or self.log_paths or self.bundle or self.job)
 
     def evidence_lines(self) -> list[str]:
         """The lines retrieval is driven by: the root cause's, when the job's logs name one, not the loudest."""
@@ -70,11 +75,10 @@ class Question:
     def search_text(self) -> str:
         """What retrieval sees: the question, then the log's error lines (they carry the signal).
 
-        A short follow-up ("and with 4 GPUs?") is read together with the previous question."""
+        A follow-up ("how do I fix it?") is read after what it follows up on (``follows``, set by ``ask()``)."""
         parts = [self.text]
-        earlier = [m["content"] for m in self.history if m.get("role") == "user"]
-        if earlier and len(self.text) < FOLLOW_UP_CHARS and not self.log_errors:
-            parts.insert(0, earlier[-1][:MAX_CONTEXT_CHARS])
+        if self.follows is not None:
+            parts.insert(0, self.follows.text())
         if evidence := self.evidence_lines():
             parts.append("\n".join(evidence))
         elif self.log_head:
@@ -83,12 +87,18 @@ class Question:
 
 
 class Troubleshooter:
-    def __init__(self, settings: Settings, chat_model: Any | None = None) -> None:
+    def __init__(self, settings: Settings, chat_model: Any | None = None, *, index_in_background: bool = False) -> None:
         self.settings = settings
         contain_caches(settings)
         self._embedder = None
         self._retriever = None
         self._chat_model = chat_model  # tests pass a scripted model; otherwise built from settings
+        # A server (web, Slack) indexes a changed corpus on a thread and answers meanwhile; a command first.
+        self._index_in_background = index_in_background
+        self._keeper: Any = None  # corpus.keeper.IndexKeeper, made on the first question
+        self._retriever_generation = 0  # the keeper's index runs the loaded retriever has seen
+        self._retriever_lock = threading.Lock()
+        self._index_lag = threading.local()  # per answering thread: what the index it used lacked
 
     # -- wiring --------------------------------------------------------------
     def embedder(self):  # type: ignore[no-untyped-def]
@@ -103,18 +113,56 @@ class Troubleshooter:
 
         report = build_index(self.settings, self.embedder, paths, rebuild=rebuild, progress=progress)
         self._retriever = None
+        if self._keeper is not None:
+            self._keeper.recheck()
         return report
 
+    def index_keeper(self):  # type: ignore[no-untyped-def]
+        """What checks the corpus before questions and indexes what changed (corpus.keeper)."""
+        if self._keeper is None:
+            from corpus.embedding import LazyEmbedder
+            from corpus.keeper import IndexKeeper
+
+            self._keeper = IndexKeeper(self.settings, self.embedder, background=self._index_in_background,
+                                       fresh_embedder=lambda: LazyEmbedder(self.settings.embed_model,
+                                                                           cache_dir=self.settings.cache_dir / "models"))
+        return self._keeper
+
     def retriever(self):  # type: ignore[no-untyped-def]
-        if self._retriever is not None:
-            return self._retriever
+        """The retriever over the index, once the corpus is checked: a command indexes what changed first; a server
+        answers from the index it has while a thread indexes the changes, and the answer says so (_note_index_lag)."""
+        keeper = self.index_keeper()
+        with self._retriever_lock:
+            if not keeper.background:
+                self._index_lag.value = keeper.check()
+                return self._current_retriever(keeper)
+            self._current_retriever(keeper)  # loaded before a background run starts writing the store
+            self._index_lag.value = keeper.check()
+            return self._current_retriever(keeper)  # a run that finished meanwhile: its documents are used
+
+    def _current_retriever(self, keeper: Any):  # type: ignore[no-untyped-def]
+        if self._retriever is None or self._retriever_generation != keeper.generation:
+            self._retriever, self._retriever_generation = None, keeper.generation
+            self._retriever = self._load_retriever()
+        return self._retriever
+
+    def _note_index_lag(self, answer: Answer, on_event: EventSink) -> None:
+        """What the index this answer came from lacks of the configured corpus, said in the answer (never silent)."""
+        lag, self._index_lag.value = getattr(self._index_lag, "value", None), None
+        if lag is None:
+            return
+        text = lag.notice(language_of(answer.question))
+        on_event(Notice(text))
+        answer.notice = f"{answer.notice}; {text}" if answer.notice else text
+
+    def _load_retriever(self):  # type: ignore[no-untyped-def]
         from corpus.retrieval import Retriever
         from corpus.snapshot import current_without_store, read_snapshot, record_store_version, write_snapshot
         from corpus.store import local_index_exists
 
         if not local_index_exists(self.settings):
             log.info("no index yet: building it from %s", ", ".join(map(str, self.settings.corpus_paths)))
-            report = self.index(progress=False)
+            report = self.index(progress=not self._index_in_background and sys.stderr.isatty())
             for source, reason in report.skipped:
                 log.warning("skipped %s: %s", source, reason)
         embedder = self.embedder()
@@ -138,12 +186,19 @@ class Troubleshooter:
             from corpus.store import repair_hint
 
             raise IndexMissingError("the index is empty", hint=repair_hint(self.settings, missing=True))
-        self._retriever = Retriever(snapshot, snapshot, embedder)
-        return self._retriever
+        return Retriever(snapshot, snapshot, embedder)
 
     # -- the core ------------------------------------------------------------
     def ask(self, question: Question, *, mode: str = "hybrid", on_event: EventSink = ignore) -> Answer:
         """The one entry point of every front end. Events stream as the answer is made."""
+        question = in_context(question)
+        if question.job is None and not question.log_errors and not question.log_head:
+            from agent.logs import long_question  # a question past the cap is a pasted log, read as one
+
+            if (pasted := long_question(question.text)) is not None:
+                asked, reading = pasted
+                question = replace(question, text=asked, log_head=reading.head, log_errors=reading.errors,
+                                   job=reading.diagnosis)
         if question.job is None and not question.log_errors and not question.log_head and "\n" in question.text.strip():
             from agent.logs import pasted_job  # only a question of several lines can hold a cascade
 
@@ -165,6 +220,9 @@ class Troubleshooter:
                 answer.notice = notice
         else:
             answer = self._compose(self._gather(question, mode, on_event))
+        if question.follows is not None:  # the asker sees what the answer was read with
+            answer.answer = context_note(question.follows, language_of(question.text)) + "\n\n" + answer.answer
+        self._note_index_lag(answer, on_event)
         on_event(FinalAnswer(answer))
         return answer
 
@@ -298,11 +356,15 @@ class Troubleshooter:
             body = diagnosis_markdown(job, lang) + "\n\n" + fixes
         timings["compose"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - facts.started) * 1000
-        return Answer(
+        answer = Answer(
             question=question.text, answer=body, citations=facts.citations, findings=facts.findings,
             no_match=facts.no_match, timings_ms=timings, error_lines=facts.errors, recognised=facts.recognised,
             id=question.id, diagnosis=job, confidence=facts.confidence,
         )
+        from agent.summary import finished
+
+        answer.answer = finished(answer)  # every front end shows it: the verdict first (agent.summary)
+        return answer
 
     def _start_hang_snapshot(self, question: Question) -> Future | None:  # type: ignore[type-arg]
         """A job said to hang, on this machine: snapshot every rank's stack (read-only) meanwhile."""
@@ -351,6 +413,32 @@ class Troubleshooter:
         return future
 
 
+def in_context(question: Question) -> Question:
+    """The question as the conversation makes it (agent.conversation decides): a follow-up inherits the earlier
+    turn's log (re-read when its files are still there, for the whole job's triage) and is searched with the
+    earlier question and diagnosis; a new question starts fresh, without the earlier turns."""
+    if question.follows is not None or not question.history:
+        return question
+    context = follow_up_context(question.text, question.history, has_own_log=question.has_own_log())
+    if context is None:
+        return replace(question, history=[])
+    job, paths = None, tuple(Path(p) for p in context.log_paths if Path(p).is_file())
+    if paths:
+        from agent.logs import read_logs
+
+        try:
+            job = read_logs(paths, question=context.question).diagnosis
+        except TraindocError as exc:  # the file went away or changed: its lines in the history still serve
+            log.debug("re-reading the earlier log: %s", exc)
+            paths = ()
+    elif not context.has_log and "\n" in context.question.strip():
+        from agent.logs import pasted_job
+
+        job = pasted_job(context.question)  # the earlier question was a pasted cascade
+    return replace(question, follows=context, log_head=context.log_head, log_errors=list(context.log_errors),
+                   log_paths=paths, job=job)
+
+
 def _explaining(diagnosis: Any, question: str) -> list[Any]:
     """The probes' problems that are what the question asks about (a CPU-only torch for "CUDA is not available")."""
     if diagnosis is None:
@@ -367,8 +455,9 @@ def reviewed(citation: Citation, lang: Lang, evidence: list[str]) -> Citation:
     return replace(citation, text=checked.text, advice=checked.flags, notes=checked.notes)
 
 
-def build_troubleshooter(settings: Settings | None = None, chat_model: Any | None = None) -> Troubleshooter:
-    return Troubleshooter(settings or Settings.from_env(), chat_model=chat_model)
+def build_troubleshooter(settings: Settings | None = None, chat_model: Any | None = None, *,
+                        index_in_background: bool = False) -> Troubleshooter:
+    return Troubleshooter(settings or Settings.from_env(), chat_model=chat_model, index_in_background=index_in_background)
 
 
 __all__ = ["Question", "Troubleshooter", "build_troubleshooter", "IndexStoreError"]

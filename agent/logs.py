@@ -71,3 +71,20 @@ def read_log(path: Path, question: str = "") -> LogReading:
 
 def read_stream(stream: IO[bytes], question: str = "") -> LogReading:
     return read_logs([Path("-")], stream, question)
+
+
+def long_question(text: str) -> tuple[str, LogReading] | None:
+    """A question past the cap (``corpus.errorlines.split_long_question``) is a pasted log: read through the job
+    reader, every line bounded, never dropped. (What the asker asked: their opening words, else the job's root
+    cause, else its first error line; the log read as one job.)"""
+    from corpus.errorlines import split_long_question
+
+    if (split := split_long_question(text)) is None:
+        return None
+    words, paste = split
+    reading = read_stream(io.BytesIO(paste.encode("utf-8", errors="replace")), words)
+    job = reading.diagnosis
+    named = job.root_cause.summary if job and job.root_cause and job.root_cause.category != "unknown" else ""
+    first = reading.errors[0] if reading.errors else reading.head.strip().split("\n", 1)[0]
+    return (words or named or first)[:2000], reading
+

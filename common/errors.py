@@ -3,7 +3,9 @@
     TraindocError            one clear line for the user, plus an optional hint
     ├── UsageError           bad command-line input (exit 2)
     ├── ConfigError          a setting that cannot work (model, URL, path)
+    │   └── SettingError         a TRAINDOC_* value outside what it accepts (exit 2, as bad usage)
     ├── InputError           a file the user named cannot be read as text
+    ├── DiskFullError        no space left where traindoc writes (the index is not damaged: nothing to rebuild)
     └── IndexStoreError      the knowledge base cannot be opened, built or queried
         ├── IndexMissingError    nothing indexed yet
         ├── IndexMismatchError   built with another embedding model
@@ -33,7 +35,15 @@ class ConfigError(TraindocError):
     pass
 
 
+class SettingError(ConfigError):
+    exit_code = 2
+
+
 class InputError(TraindocError):
+    pass
+
+
+class DiskFullError(TraindocError):
     pass
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from common.errors import ConfigError
+from common.errors import SettingError
 
 # The packages are siblings (in the checkout and in site-packages): the built-in documents live in
 # corpus/ beside this package, found by path so that settings never import a package above them.
@@ -22,17 +23,69 @@ def _paths(value: str | None) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in value.split(os.pathsep) if p)
 
 
+class Range(NamedTuple):
+    """What a numeric setting may be. The lowest value is excluded for real numbers (a timeout of 0 s is no
+    timeout) unless ``zero_ok`` (a retention of 0 days keeps nothing), and included for whole numbers."""
+
+    low: float
+    high: float
+    unit: str
+    whole: bool = False
+    zero_ok: bool = False
+
+
+# Every numeric setting and its range. One parser reads them all (``parse_bounded``): NaN, infinities, 1e309 and
+# 5,000-digit numbers are refused in one line that names the variable and this range, as is a value a cap could
+# not hold (an upload of 1e300 MB). tests/security/test_bad_inputs.py checks that no numeric setting is missing.
+NUMERIC: dict[str, Range] = {
+    "TRAINDOC_LOCK_TIMEOUT": Range(0, 86_400, "seconds"),
+    "TRAINDOC_PROBE_TIMEOUT": Range(0, 3_600, "seconds"),
+    "TRAINDOC_LLM_TIMEOUT": Range(0, 3_600, "seconds"),
+    "TRAINDOC_LLM_MAX_STEPS": Range(1, 100, "steps", whole=True),
+    "TRAINDOC_LLM_MAX_TOKENS": Range(1, 1_000_000, "tokens", whole=True),
+    "TRAINDOC_MAX_DOC_MB": Range(0, 10_240, "MB"),
+    "TRAINDOC_MAX_BUNDLE_MB": Range(0, 1_024, "MB"),
+    "TRAINDOC_MAX_LOG_GB": Range(0, 1_024, "GB"),
+    "TRAINDOC_WEB_MAX_UPLOAD_MB": Range(0, 10_240, "MB"),
+    "TRAINDOC_WEB_HISTORY_DAYS": Range(0, 3_650, "days (0 keeps nothing)", zero_ok=True),
+    "TRAINDOC_SLACK_RATE": Range(1, 10_000, "questions a minute", whole=True),
+    "TRAINDOC_SLACK_MAX_FILE_MB": Range(0, 1_024, "MB"),
+}
+DEFAULT_RANGE = Range(0, 1_048_576, "")  # a numeric setting not in the table yet: positive, finite, not absurd
+
+
+def accepted_range(name: str) -> str:
+    """What ``name`` accepts, in words: 'more than 0 and at most 3600 seconds', 'a whole number from 1 to 100'."""
+    limits = NUMERIC.get(name, DEFAULT_RANGE)
+    unit = f" {limits.unit}" if limits.unit else ""
+    if limits.whole:
+        return f"a whole number from {limits.low:g} to {limits.high:g}{unit}"
+    if limits.zero_ok:
+        return f"a number from {limits.low:g} to {limits.high:g}{unit}"
+    return f"more than {limits.low:g} and at most {limits.high:g}{unit}"
+
+
+def parse_bounded(name: str, value: str, label: str | None = None) -> float:
+    """``value`` as the number setting ``name`` accepts, else SettingError naming it (or ``label``, a command-line
+    flag read with the setting's range) and its range."""
+    low, high, _unit, whole, zero_ok = NUMERIC.get(name, DEFAULT_RANGE)
+    text = value.strip()
+    shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "…"
+    refused = SettingError(f"{label or name} must be {accepted_range(name)}, not {shown}")
+    if len(text) > 40:  # no real setting is that long; int() and float() would read 5,000 digits (or refuse them)
+        raise refused
+    try:
+        number = int(text) if whole else float(text)
+    except ValueError as exc:
+        raise refused from exc
+    if not math.isfinite(number) or number > high or (number < low if whole or zero_ok else number <= low):
+        raise refused
+    return number
+
+
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
     value = env.get(name)
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number of seconds, not {value!r}") from exc
-    if number <= 0:
-        raise ConfigError(f"{name} must be positive, not {value!r}")
-    return number
+    return parse_bounded(name, value) if value else default
 
 
 BACKENDS = ("offline", "openai", "ollama")
@@ -43,36 +96,32 @@ def _backend(env: Mapping[str, str]) -> str:
     """TRAINDOC_BACKEND, else openai when a model is configured, else offline."""
     chosen = env.get("TRAINDOC_BACKEND") or ("openai" if env.get("TRAINDOC_LLM_MODEL") else "offline")
     if chosen not in BACKENDS:
-        raise ConfigError(f"TRAINDOC_BACKEND must be one of {', '.join(BACKENDS)}, not {chosen!r}")
+        raise SettingError(f"TRAINDOC_BACKEND must be one of {', '.join(BACKENDS)}, not {chosen!r}")
     return chosen
 
 
 def _megabytes(env: Mapping[str, str], name: str, default: float) -> float:
-    value = env.get(name)
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number of MB, not {value!r}") from exc
-    if number <= 0:
-        raise ConfigError(f"{name} must be positive, not {value!r}")
-    return number
+    return _number(env, name, default)
+
+
+def _days(env: Mapping[str, str], name: str, default: float) -> float:
+    """A retention in days: 0 (keep nothing) up to ten years."""
+    return _number(env, name, default)
+
+
+def max_log_gb(env: Mapping[str, str] | None = None) -> float:
+    """What a job's compressed logs may expand to, in all (TRAINDOC_MAX_LOG_GB): the job reader's cap."""
+    return _number(os.environ if env is None else env, "TRAINDOC_MAX_LOG_GB", Settings.max_log_gb)
 
 
 def _count(env: Mapping[str, str], name: str, default: int) -> int:
-    value = env.get(name)
-    if not value:
-        return default
-    if not value.strip().isdigit() or int(value) < 1:
-        raise ConfigError(f"{name} must be a whole number of at least 1, not {value!r}")
-    return int(value)
+    return int(_number(env, name, default))
 
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
     value = env.get(name) or choices[0]
     if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+        raise SettingError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
 
 
@@ -98,10 +147,12 @@ class Settings:
     # What is read at most (SECURITY.md): a document for the index, a bundle (--bundle, --compare, uploads).
     max_doc_mb: float = 50.0
     max_bundle_mb: float = 16.0
+    max_log_gb: float = 2.0  # what a job's .gz logs may expand to, in all: the README's 1 GB job fits
     # The front ends: the web chat, the Slack bot, the feedback they both store.
     feedback_db: Path | None = None  # default: feedback.sqlite3 in the data directory
     web_auth: str | None = field(default=None, repr=False)  # user:password
     web_max_upload_mb: float = 50.0
+    web_history_days: float = 30.0  # the web chat's conversations are kept this long; 0 keeps none
     slack_bot_token: str | None = field(default=None, repr=False)
     slack_app_token: str | None = field(default=None, repr=False)
     slack_signing_secret: str | None = field(default=None, repr=False)
@@ -130,11 +181,11 @@ class Settings:
             llm_model=env.get("TRAINDOC_LLM_MODEL") or None,
             llm_api_key=env.get("TRAINDOC_LLM_API_KEY") or None,
             llm_timeout_s=_number(env, "TRAINDOC_LLM_TIMEOUT", base.llm_timeout_s),
-            llm_max_steps=int(_number(env, "TRAINDOC_LLM_MAX_STEPS", base.llm_max_steps)),
+            llm_max_steps=_count(env, "TRAINDOC_LLM_MAX_STEPS", base.llm_max_steps),
             llm_mode=_choice(env, "TRAINDOC_LLM_MODE", LLM_MODES),
-            llm_max_tokens=int(_number(env, "TRAINDOC_LLM_MAX_TOKENS", base.llm_max_tokens)),
+            llm_max_tokens=_count(env, "TRAINDOC_LLM_MAX_TOKENS", base.llm_max_tokens),
             llm_capabilities=Path(env["TRAINDOC_LLM_CAPABILITIES"]) if env.get("TRAINDOC_LLM_CAPABILITIES") else None,
-            redact_mode=env.get("TRAINDOC_REDACT") or base.redact_mode,
+            redact_mode=_choice(env, "TRAINDOC_REDACT", ("default", "strict")),
             **_front_ends(env, base),
         )
 
@@ -155,9 +206,11 @@ def _front_ends(env: Mapping[str, str], base: Settings) -> dict[str, Any]:
     return {
         "max_doc_mb": _megabytes(env, "TRAINDOC_MAX_DOC_MB", base.max_doc_mb),
         "max_bundle_mb": _megabytes(env, "TRAINDOC_MAX_BUNDLE_MB", base.max_bundle_mb),
+        "max_log_gb": max_log_gb(env),
         "feedback_db": Path(env["TRAINDOC_FEEDBACK_DB"]).expanduser() if env.get("TRAINDOC_FEEDBACK_DB") else None,
         "web_auth": env.get("TRAINDOC_WEB_AUTH") or None,
         "web_max_upload_mb": _megabytes(env, "TRAINDOC_WEB_MAX_UPLOAD_MB", base.web_max_upload_mb),
+        "web_history_days": _days(env, "TRAINDOC_WEB_HISTORY_DAYS", base.web_history_days),
         "slack_bot_token": env.get("SLACK_BOT_TOKEN") or None,
         "slack_app_token": env.get("SLACK_APP_TOKEN") or None,
         "slack_signing_secret": env.get("SLACK_SIGNING_SECRET") or None,
@@ -180,8 +233,10 @@ ENVIRONMENT: dict[str, str] = {
     "TRAINDOC_LLM_TIMEOUT": "llm_timeout_s", "TRAINDOC_LLM_MAX_STEPS": "llm_max_steps", "TRAINDOC_LLM_MODE": "llm_mode",
     "TRAINDOC_LLM_MAX_TOKENS": "llm_max_tokens", "TRAINDOC_LLM_CAPABILITIES": "llm_capabilities",
     "TRAINDOC_REDACT": "redact_mode", "TRAINDOC_MAX_DOC_MB": "max_doc_mb", "TRAINDOC_MAX_BUNDLE_MB": "max_bundle_mb",
+    "TRAINDOC_MAX_LOG_GB": "max_log_gb",
     "TRAINDOC_FEEDBACK_DB": "feedback_db", "TRAINDOC_WEB_AUTH": "web_auth",
-    "TRAINDOC_WEB_MAX_UPLOAD_MB": "web_max_upload_mb", "SLACK_BOT_TOKEN": "slack_bot_token",
+    "TRAINDOC_WEB_MAX_UPLOAD_MB": "web_max_upload_mb", "TRAINDOC_WEB_HISTORY_DAYS": "web_history_days",
+    "SLACK_BOT_TOKEN": "slack_bot_token",
     "SLACK_APP_TOKEN": "slack_app_token", "SLACK_SIGNING_SECRET": "slack_signing_secret",
     "SLACK_API_URL": "slack_api_url", "TRAINDOC_SLACK_CHANNELS": "slack_channels", "TRAINDOC_SLACK_RATE": "slack_rate",
     "TRAINDOC_SLACK_MAX_FILE_MB": "slack_max_file_mb", "TRAINDOC_SLACK_PROBES": "slack_probes",

@@ -48,9 +48,12 @@ SIGNS = {"ident_oov": -1, "word_oov": -1, "unknown": -1, "error_cover": 1, "quot
          "agreement": 1, "family": 1, "platform": 1}
 
 # Things a user pastes that identify their setup, not their problem: paths, URLs, file names, versions.
+# Each branch starts only where a word starts (a lookbehind or \b before a fixed character), so a hostile
+# question (a megabyte without a space, "a.a.a.a...") is scanned once, not once from every position.
 NOISE = re.compile(
-    r"\S*[/\\]\S*"  # paths and URLs
-    r"|\b[\w.-]+\.(?:py|ipynb|json|jsonl|ya?ml|sh|txt|log|cc|cpp|cu|c|h|hpp|md|toml|cfg|ini|csv|pt|pth|bin|ckpt)\b"
+    r"(?<!\S)\S*[/\\]\S*"  # paths and URLs: the whole word
+    r"|(?<![\w.-])(?P<lead>[.-]*)\w[\w.-]*\."  # file names, from the first letter of their run of [\w.-]
+    r"(?:py|ipynb|json|jsonl|ya?ml|sh|txt|log|cc|cpp|cu|c|h|hpp|md|toml|cfg|ini|csv|pt|pth|bin|ckpt)\b"
     r"|\b\d+(?:\.\d+)+\w*|\b0x[0-9a-f]+\b|\bv\d[\w.]*",
     re.IGNORECASE,
 )
@@ -63,10 +66,16 @@ BUILTIN_EXCEPTIONS = frozenset(
 )
 
 
+def without_noise(text: str) -> str:
+    """``text`` with its paths, URLs, file names, versions and hex numbers blanked out (a file name's leading
+    dots or dashes stay: they were never part of the name)."""
+    return NOISE.sub(lambda m: (m["lead"] or "") + " ", text)
+
+
 def identifiers(text: str) -> list[str]:
     """Distinct identifier-like words, lower-cased: what names an API, an error or a setting."""
     found: dict[str, None] = {}
-    for word in WORD.findall(NOISE.sub(" ", text)):
+    for word in WORD.findall(without_noise(text)):
         bare = word.strip("-_.:")
         if len(bare) < 3 or GENERIC.fullmatch(bare) or bare.lower() in BUILTIN_EXCEPTIONS:
             continue
@@ -112,7 +121,7 @@ def _known_form(bm25: DocumentStatistics, term: str) -> str:
 
 
 def _content_tokens(text: str) -> list[str]:
-    return list(dict.fromkeys(t for t in tokenize(NOISE.sub(" ", text)) if len(t) >= 2 and not t.isdigit() and t != "#"))
+    return list(dict.fromkeys(t for t in tokenize(without_noise(text)) if len(t) >= 2 and not t.isdigit() and t != "#"))
 
 
 @dataclass(frozen=True)

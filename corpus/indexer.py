@@ -1,13 +1,18 @@
 """`traindoc index`: files -> section chunks -> embeddings in the store, incrementally by content hash.
 
 Unchanged files are skipped, changed files replaced, deleted files removed. One writer at a time: a
-lock file in the data directory makes a second run wait (up to ``lock_timeout_s``) and then refuse.
+lock file in the data directory makes a second run say who holds it, wait (up to ``lock_timeout_s``) and then
+refuse (``corpus.index_lock``). New and changed files' chunks are embedded and stored ``BATCH`` at a time across
+files, so a small file costs what a chunk of a big one does. A full disk is said as such (``DiskFullError``),
+never as a damaged index: nothing is rebuilt for it.
 After every run the chunks are written to a local snapshot that the lexical index is built from.
 
 Only confined documents are read (``corpus.discovery``: regular files under the folder they were configured
 from, within ``TRAINDOC_MAX_DOC_MB``); what was skipped is in the report, with why. A big document is
 embedded and stored in batches, with a progress bar on a terminal, in memory bounded by the batch. A store
 that fails SQLite's integrity check is rebuilt by a plain run, not trusted because the manifest agrees.
+The manifest (``corpus.manifest``) also records each document's size and time, for the cheap check a question
+runs (``corpus.freshness``) before it is answered.
 """
 
 from __future__ import annotations
@@ -21,17 +26,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.errors import IndexBusyError, IndexStoreError, InputError
+from common.errors import IndexStoreError, InputError
 from common.memory import limit_malloc_arenas, return_freed_memory
-from common.settings import REPO_ROOT, Settings
+from common.settings import Settings
 from corpus import BUILTIN_DIR
 from corpus.chunking import Chunk, HeadingsDiffer, chunk_document
 from corpus.discovery import SUFFIXES, Found, Refused, read_document
 from corpus.discovery import discover as discover_documents
 from corpus.embedding import Embedder
 from corpus.frontmatter import split_front_matter
+from corpus.manifest import (
+    corpus_roots,
+    display_source,
+    read_manifest,
+    remembered_roots,
+    roots_registry,
+    store_files,
+    write_manifest,
+)
 from corpus.renderings import english_runbook, original_path
-from corpus.store import StoredChunk, VectorStore, remove_local_index
+from corpus.store import StoredChunk, VectorStore, disk_full, low_space, no_space, remove_local_index
 
 __all__ = ["SUFFIXES", "IndexReport", "build_index", "discover", "display_source", "embed_text", "unsafe_to_open"]
 log = logging.getLogger(__name__)
@@ -63,14 +77,6 @@ class IndexReport:
 def embed_text(chunk: Chunk) -> str:
     """What is embedded for a chunk: its heading path, then its text."""
     return f"{chunk.section}\n{chunk.text}"
-
-
-def display_source(path: Path) -> str:
-    resolved = path.resolve()
-    try:
-        return str(resolved.relative_to(REPO_ROOT))
-    except ValueError:
-        return str(resolved)
 
 
 def discover(paths: Iterable[Path], max_bytes: int = 50 * 2**20) -> list[Path]:
@@ -196,29 +202,57 @@ def document_chunks(paths: Sequence[Path], settings: Settings) -> list[Chunk]:
     return chunks
 
 
-def _store_file(item: _Pending, store: VectorStore, embedder: Embedder, cache: Any, bar: Any, settings: Settings,
-                report: IndexReport, hashes: dict[str, str]) -> None:
-    """Embed one file's chunks a batch at a time (each batch flushed to the cache) and store them. Every chunk
-    carries the file's chunk count, so a file the build stopped in the middle of reads as changed next time."""
-    chunks = item.chunks
-    file_hash = item.file_hash
-    if chunks is None:
-        again = _read_chunks(item.path, item.source, settings, IndexReport(), set(), set())
-        if again is None:
-            return
-        file_hash, chunks = again
-        hashes[item.source] = file_hash
-    for start in range(0, len(chunks), BATCH):
-        batch = chunks[start : start + BATCH]
-        records = [StoredChunk(c.chunk_id, item.source, c.section, c.text, file_hash, c.part) for c in batch]
-        store.upsert(records, cache.embed(embedder, [embed_text(c) for c in batch]), parts=len(chunks))
+@dataclass
+class _Batch:
+    """Chunks of one or more files: embedded in one run of model calls, stored in one write, one cache shard."""
+
+    records: list[StoredChunk] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    parts: list[int] = field(default_factory=list)  # each chunk's file's chunk count
+    finished: list[tuple[_Pending, list[str], int]] = field(default_factory=list)  # (file, stale ids, chunks)
+
+
+def _store_pending(pending: Sequence[_Pending], store: VectorStore, embedder: Embedder, cache: Any, bar: Any,
+                   settings: Settings, report: IndexReport, hashes: dict[str, str]) -> None:
+    """Embed and store the new and changed files' chunks ``BATCH`` at a time across files: a small file costs
+    about what a chunk of a big one does, not a store write, a model call and a cache shard of its own. Every
+    chunk carries its file's chunk count, so a file the build stopped in the middle of reads as changed next time."""
+    batch = _Batch()
+    for item in pending:
+        chunks, file_hash = item.chunks, item.file_hash
+        if chunks is None:  # too big to hold while the others were read: chunked again now
+            again = _read_chunks(item.path, item.source, settings, IndexReport(), set(), set())
+            if again is None:
+                continue
+            file_hash, chunks = again
+            hashes[item.source] = file_hash
+        for chunk in chunks:
+            batch.records.append(StoredChunk(chunk.chunk_id, item.source, chunk.section, chunk.text, file_hash,
+                                             chunk.part))
+            batch.texts.append(embed_text(chunk))
+            batch.parts.append(len(chunks))
+            if len(batch.records) >= BATCH:
+                _write_batch(batch, store, embedder, cache, bar, report)
+                batch = _Batch()
+        stale = sorted(set(item.previous[1]) - {c.chunk_id for c in chunks}) if item.previous else []
+        batch.finished.append((item, stale, len(chunks)))
+    _write_batch(batch, store, embedder, cache, bar, report)
+
+
+def _write_batch(batch: _Batch, store: VectorStore, embedder: Embedder, cache: Any, bar: Any,
+                 report: IndexReport) -> None:
+    """Store one batch (its new vectors flushed to the cache first), then drop the chunks of the files it
+    finished that their new versions no longer have."""
+    if batch.records:
+        vectors = cache.embed(embedder, batch.texts)
         cache.flush()
+        store.upsert(batch.records, vectors, parts=batch.parts)
         if bar is not None:
-            bar.update(len(batch))
-    stale = sorted(set(item.previous[1]) - {c.chunk_id for c in chunks}) if item.previous else []
-    store.delete(stale)
-    report.chunks_written += len(chunks)
-    (report.updated if item.previous else report.added).append(item.source)
+            bar.update(len(batch.records))
+    store.delete([chunk_id for _, stale, _ in batch.finished for chunk_id in stale])
+    for item, _, count in batch.finished:
+        report.chunks_written += count
+        (report.updated if item.previous else report.added).append(item.source)
 
 
 def build_index(
@@ -229,26 +263,15 @@ def build_index(
     rebuild: bool = False,
     progress: bool = True,
 ) -> IndexReport:
-    from filelock import FileLock, Timeout
+    from corpus.index_lock import hold_index_lock
 
-    try:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(settings.data_dir / "index.lock"), timeout=settings.lock_timeout_s)
-        lock.acquire()
-    except Timeout as exc:
-        raise IndexBusyError(
-            f"another `traindoc index` is running on {settings.data_dir}",
-            hint=f"waited {settings.lock_timeout_s:.0f} s; try again when it has finished",
-        ) from exc
-    except OSError as exc:
-        raise IndexStoreError(
-            f"cannot write to the data directory {settings.data_dir}: {exc.strerror or exc}",
-            hint="set TRAINDOC_DATA_DIR to a writable folder",
-        ) from exc
-    try:
-        return _index_locked(settings, embed, paths, rebuild=rebuild, progress=progress)
-    finally:
-        lock.release()
+    with hold_index_lock(settings):
+        try:
+            return _index_locked(settings, embed, paths, rebuild=rebuild, progress=progress)
+        except OSError as exc:  # what the store's boundary did not translate: the manifest, the registry
+            if no_space(exc):
+                raise disk_full(settings.data_dir) from exc
+            raise
 
 
 def _index_locked(
@@ -314,8 +337,7 @@ def _index_locked(
         pending.append(_Pending(path, source, file_hash, previous, chunks if keep else None, count))
     bar = _embed_bar(cache, pending, progress)
     try:
-        for item in pending:
-            _store_file(item, store, embedder, cache, bar, settings, report, hashes)
+        _store_pending(pending, store, embedder, cache, bar, settings, report, hashes)
     finally:
         cache.flush()  # an interrupted build keeps what it embedded: the next run starts from there
         if bar is not None:
@@ -342,8 +364,9 @@ def _index_locked(
         write_snapshot(settings, stored_chunks, version, store.vectors, embedder.name)
     record_store_version(settings, version)
     report.chunks_total = len(stored_chunks)
-    if not unreadable:
-        _write_manifest(settings, embedder.name, version, hashes, len(stored_chunks))
+    # A document that could not be read is recorded as found (its size and time): the next question does not
+    # index it again until it changes; its hash is not, so the next `traindoc index` tries it again.
+    _write_manifest(settings, embedder.name, version, hashes, len(stored_chunks), corpus_stats(found))
     return report
 
 
@@ -355,19 +378,16 @@ def _release_model(embedder: Embedder) -> None:
     return_freed_memory()
 
 
-def _manifest_path(settings: Settings) -> Path:
-    return settings.data_dir / "manifest.json"
+def corpus_stats(found: Found) -> dict[str, list[int]]:
+    """Each document's [size, mtime in ns] by its source name, as discovery found it (before it was read: a
+    change while it is read shows as a change next time)."""
+    return {display_source(path): found.stats[path] for path in found.files if path in found.stats}
 
 
-def _write_manifest(settings: Settings, model: str, version: str, hashes: dict[str, str], chunks: int) -> None:
-    import json
-
-    payload = {"embed_model": model, "version": version, "files": hashes, "chunks": chunks,
-               "store_files": _store_files(settings)}
-    try:
-        _manifest_path(settings).write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    except OSError as exc:
-        log.warning("could not record the index manifest: %s", exc)
+def _write_manifest(settings: Settings, model: str, version: str, hashes: dict[str, str], chunks: int,
+                    stats: dict[str, list[int]]) -> None:
+    write_manifest(settings, {"embed_model": model, "version": version, "files": hashes, "chunks": chunks,
+                              "store_files": store_files(settings), "stats": stats}, full_disk_fails=True)
 
 
 def _damaged(settings: Settings) -> str:
@@ -381,6 +401,8 @@ def _damaged(settings: Settings) -> str:
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as db:
             rows = db.execute("PRAGMA quick_check(3)").fetchall()
     except sqlite3.Error as exc:
+        if no_space(exc) or low_space(path):
+            raise disk_full(settings.chroma_dir) from exc
         return str(exc)
     verdict = "; ".join(str(r[0]) for r in rows)
     return "" if verdict == "ok" else verdict
@@ -392,22 +414,12 @@ def unsafe_to_open(settings: Settings) -> str:
     damaged disk), since a damaged vector file aborts the process that loads it."""
     if not (settings.chroma_dir / "chroma.sqlite3").exists():
         return ""
-    manifest = _read_manifest(settings)
-    if manifest is not None and manifest.get("store_files") == _store_files(settings):
+    manifest = read_manifest(settings)
+    if manifest is not None and manifest.get("store_files") == store_files(settings):
         return ""
     from corpus.store_check import store_damage
 
     return store_damage(settings)
-
-
-def _read_manifest(settings: Settings) -> dict[str, Any] | None:
-    import json
-
-    try:
-        manifest = json.loads(_manifest_path(settings).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
 
 
 def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> IndexReport | None:
@@ -416,12 +428,12 @@ def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> I
     files = found.files
     from corpus.snapshot import read_snapshot
 
-    manifest = _read_manifest(settings)
+    manifest = read_manifest(settings)
     if manifest is None:
         return None
     if manifest.get("embed_model") != model or not _looks_like_sqlite(settings.chroma_dir / "chroma.sqlite3"):
         return None  # a missing or clobbered store is rebuilt, not trusted because the manifest says so
-    if manifest.get("store_files") != _store_files(settings):
+    if manifest.get("store_files") != store_files(settings):
         return None  # the store's files changed since the last run wrote them: consult (and check) the store
     recorded: dict[str, str] = manifest.get("files", {})
     current: dict[str, str] = {}
@@ -435,22 +447,10 @@ def _unchanged_since_last_run(settings: Settings, model: str, found: Found) -> I
     snapshot = read_snapshot(settings)
     if snapshot is None or snapshot.version != manifest.get("version"):
         return None
+    if manifest.get("stats") != (stats := corpus_stats(found)):  # touched, not changed: the next question checks cheaply
+        write_manifest(settings, {**manifest, "stats": stats})
     return IndexReport(unchanged=sorted(current), skipped=list(found.skipped),
                        chunks_total=int(manifest.get("chunks", len(snapshot.chunks))))
-
-
-def _store_files(settings: Settings) -> dict[str, list[int]]:
-    """Every file of the local store with its size and modification time, as a run leaves them."""
-    files: dict[str, list[int]] = {}
-    root = settings.chroma_dir
-    try:
-        for path in sorted(root.rglob("*")):
-            if path.is_file():
-                info = path.stat()
-                files[str(path.relative_to(root))] = [info.st_size, info.st_mtime_ns]
-    except OSError:
-        return {}
-    return files
 
 
 def _looks_like_sqlite(path: Path) -> bool:
@@ -465,13 +465,8 @@ def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[
     """The configured corpus folders plus every path ever passed to `traindoc index` (remembered)."""
     import json
 
-    registry = settings.data_dir / "roots.json"
-    remembered: list[str] = []
-    if registry.exists():
-        try:
-            remembered = [str(p) for p in json.loads(registry.read_text(encoding="utf-8"))]
-        except (OSError, ValueError):
-            log.warning("ignored an unreadable %s", registry)
+    registry = roots_registry(settings)
+    remembered = remembered_roots(settings)
     explicit = [str(p.resolve()) for p in paths or ()]
     for path in explicit:
         if not Path(path).exists():
@@ -482,5 +477,4 @@ def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[
     for path in remembered:
         if not Path(path).exists():
             log.warning("%s no longer exists; its documents leave the index", path)
-    configured = [str(p.resolve()) for p in settings.corpus_paths]
-    return [Path(p) for p in dict.fromkeys(configured + remembered)]
+    return corpus_roots(settings, remembered)

@@ -12,6 +12,7 @@ file, relayed to the debug log (``--debug``) and never to the user's terminal.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import shutil
@@ -27,7 +28,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from common.errors import ConfigError, IndexMismatchError, IndexMissingError, IndexStoreError
+from common.errors import ConfigError, DiskFullError, IndexMismatchError, IndexMissingError, IndexStoreError
 from common.settings import Settings
 from corpus.embedding import Embedder
 
@@ -111,16 +112,57 @@ def repair_hint(settings: Settings, missing: bool = False) -> str:
             "TRAINDOC_DATA_DIR to a writable folder and run `traindoc index`")
 
 
+# How a full disk shows: OSError ENOSPC (or a full quota), SQLite's SQLITE_FULL, and chromadb's Rust core, which
+# passes either on as the text of its own error, or not at all ("Error in compaction: Failed to apply logs to the
+# metadata segment"): a store that fails where less than LOW_SPACE_BYTES are free failed for the disk.
+_NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_NO_SPACE_WORDS = ("database or disk is full", "no space left on device", "disk quota exceeded", "sqlite_full")
+LOW_SPACE_BYTES = 64 * 2**20
+
+
+def low_space(path: Path | str) -> bool:
+    """Has the file system that holds ``path`` (or would) less than ``LOW_SPACE_BYTES`` free?"""
+    target = Path(path)
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    try:
+        info = os.statvfs(target)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < LOW_SPACE_BYTES
+
+
+def no_space(exc: BaseException) -> bool:
+    """Did ``exc`` (or an error it was raised from) say it came from a full disk?"""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _NO_SPACE_ERRNOS:
+            return True
+        if any(words in str(current).lower() for words in _NO_SPACE_WORDS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def disk_full(where: Path | str) -> DiskFullError:
+    """The one line for a full disk: the index is not damaged, there is nothing to rebuild."""
+    return DiskFullError(f"disk full: {where} has no space left; free space or set TRAINDOC_DATA_DIR")
+
+
 @contextmanager
 def _translated(action: str, location: str, hint: str = "run `traindoc index`") -> Iterator[None]:
     try:
         yield
-    except IndexStoreError:
+    except (IndexStoreError, DiskFullError):
         raise
     except BaseException as exc:  # chromadb raises many unrelated types; all mean "store unusable"
         # ...and its Rust core panics: pyo3's PanicException is a BaseException; Ctrl-C and exits pass through.
         if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
             raise
+        if no_space(exc) or (not location.startswith(("http://", "https://")) and low_space(location)):
+            raise disk_full(location) from exc
         raise IndexStoreError(
             f"cannot {action} the index at {location}: {type(exc).__name__}: {str(exc)[:200]}",
             hint="is the Chroma server running? check TRAINDOC_CHROMA_URL" if action == "reach" else hint,
@@ -306,11 +348,14 @@ class VectorStore:
             filled[positions[wanted]] = True
         return matrix if matrix is not None and bool(filled.all()) else None
 
-    def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray, parts: int | None = None) -> None:
-        """Store chunks and their vectors; ``parts``: how many chunks their file has in all (``file_hashes``
-        reports a file with fewer stored as incomplete)."""
+    def upsert(self, chunks: Sequence[StoredChunk], embeddings: np.ndarray,
+               parts: int | Sequence[int] | None = None) -> None:
+        """Store chunks and their vectors; ``parts``: how many chunks their file has in all, one count for every
+        chunk or one per chunk (chunks of several files in one write); ``file_hashes`` reports a file with fewer
+        stored as incomplete."""
         if not chunks:
             return
+        counts = [parts] * len(chunks) if parts is None or isinstance(parts, int) else list(parts)
         with _translated("write", self.location, self._hint):
             for start in range(0, len(chunks), 2000):
                 batch = chunks[start : start + 2000]
@@ -320,8 +365,8 @@ class VectorStore:
                     embeddings=embeddings[start : start + len(batch)],
                     metadatas=[
                         {"source": c.source, "section": c.section, "file_hash": c.file_hash, "part": c.part,
-                         **({"parts": parts} if parts is not None else {})}
-                        for c in batch
+                         **({"parts": count} if count is not None else {})}
+                        for c, count in zip(batch, counts[start : start + len(batch)], strict=True)
                     ],
                 )
 

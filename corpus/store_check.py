@@ -2,7 +2,7 @@
 truncated or garbled vector file: no Python handler sees it, the process dies (exit 134) with a C++ message.
 So when the store's files changed since the last run that wrote them, `traindoc index` opens the store and
 searches it in a child process first; a child that dies, fails or hangs (some damage deadlocks chromadb) says
-the store is damaged, and it is rebuilt.
+the store is damaged, and it is rebuilt; one that cannot open it for a full disk says so, and nothing is rebuilt.
 
 Run as ``python -m corpus.store_check``: the child, reading the settings from the environment.
 """
@@ -20,6 +20,7 @@ from common.settings import Settings
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 30.0  # a healthy 30,000-chunk store checks in about 2 s; a damaged one can hang for ever
 PROBES = 8  # searches the child runs
+DISK_FULL_EXIT = 3  # the child could not open the store for a full disk: not damage
 
 
 def _signal_name(number: int) -> str:
@@ -31,7 +32,8 @@ def _signal_name(number: int) -> str:
 
 
 def store_damage(settings: Settings) -> str:
-    """Why the local store cannot be opened and searched, found in a child process; "" when it can."""
+    """Why the local store cannot be opened and searched, found in a child process; "" when it can. A full disk
+    is no damage: ``DiskFullError``."""
     env = dict(os.environ, TRAINDOC_DATA_DIR=str(settings.data_dir), TRAINDOC_EMBED_MODEL=settings.embed_model)
     try:
         debug = ["--debug"] if log.isEnabledFor(logging.DEBUG) else []  # the child's own account, panics included
@@ -43,6 +45,10 @@ def store_damage(settings: Settings) -> str:
         return ""
     if child.returncode == 0:
         return ""
+    if child.returncode == DISK_FULL_EXIT:  # not damaged: nothing to rebuild, the disk to free
+        from corpus.store import disk_full
+
+        raise disk_full(settings.chroma_dir)
     log.debug("the store check in a child process ended with %s:\n%s", child.returncode,
               child.stderr.decode("utf-8", errors="replace")[-64 * 1024 :])
     if child.returncode < 0:
@@ -54,7 +60,7 @@ def store_damage(settings: Settings) -> str:
 def _check() -> int:
     import numpy as np
 
-    from common.errors import TraindocError
+    from common.errors import DiskFullError, TraindocError
     from corpus.embedding import LazyEmbedder
     from corpus.store import VectorStore
 
@@ -67,6 +73,9 @@ def _check() -> int:
         probes = np.random.default_rng(0).normal(size=(PROBES if dims else 0, max(dims, 1))).astype(np.float32)
         for vector in probes:  # searches that walk the graph: a load alone misses a file cut short inside
             store.nearest(vector / np.linalg.norm(vector), 100)
+    except DiskFullError as exc:
+        print(exc.message, file=sys.stderr)
+        return DISK_FULL_EXIT
     except TraindocError as exc:
         print(exc.message, file=sys.stderr)
         return 1

@@ -3,8 +3,12 @@
 A folder is walked the way torchrun's ``--log-dir`` lays it out (``<run>/attempt_N/<local_rank>/
 stdout.log|stderr.log|error.json``, the latest attempt only) or as per-rank files (``rank3.log``,
 ``worker-3.out``). A text log with stray bytes (NULs from a crashed writer, colours, ``\\r`` progress
-bars) is read; only a file that is mostly binary is refused. Big plain files go through GNU grep
-first, which keeps only the lines the triage can use, in bounded memory.
+bars) is read; only a file that is mostly binary is refused, and a folder's unreadable files are left
+out with one warning naming them. Plain, .gz and standard input go through one reader, in blocks: a
+line longer than ``jobs.streams.LINE_BYTES`` keeps its start (and a progress bar's last state) and the lines after it
+are read; what a job's .gz logs expand to is capped (TRAINDOC_MAX_LOG_GB, refused in one line above it);
+a log bigger than ``PREFILTER_BYTES`` goes through GNU grep, which keeps only the lines the triage can
+use, in bounded memory.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
 import os
 import re
 import shutil
-import subprocess
+import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,16 +29,24 @@ from pathlib import Path
 from typing import IO, Any
 
 from common.errors import InputError
+from common.settings import max_log_gb
 from jobs.lines import LogLine, parse_line
-from jobs.signatures import prefilter_regex
+from jobs.streams import chain_all, cut_long_lines, grep_stream, numbered_lines
 
 SNIFF_BYTES = 8192
 BINARY_SHARE = 0.3  # a file is refused only when this share of its first bytes is not text
 PREFILTER_BYTES = 32 * 1024 * 1024  # larger plain files are prefiltered with GNU grep
-EDGE_BYTES = 128 * 1024  # of a prefiltered file, its head and tail are read whole (launch lines, the summary)
+BLOCK_BYTES = 256 * 1024  # what is read at a time
+NAMED_UNREADABLE = 20  # a warning names this many unreadable files, then counts the rest
+# A training log compresses 5-50 times; gzip's most is about 1,000 (a bomb). Past BOMB_FLOOR of expanded text, a
+# .gz that has grown more than BOMB_RATIO times its size on disk is refused: what a bomb costs stays in
+# proportion to its own size (about 200 MB of work for a 1 MB file), whatever TRAINDOC_MAX_LOG_GB allows.
+BOMB_RATIO = 200
+BOMB_FLOOR = 64 * 1024 * 1024
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".json")
 RANK_IN_NAME = re.compile(r"(?:rank|worker|proc|process|gpu)[-_.]?(\d+)|^(\d+)$", re.IGNORECASE)
 ATTEMPT = re.compile(r"attempt_(\d+)$")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,8 @@ def job_sources(paths: Sequence[Path]) -> list[LogSource]:
             files = [f for f in _latest_attempts(files) if not f.name.startswith("filtered_")]
             if not files:
                 raise InputError(f"no log files (.log, .txt, .out, .err, .gz) in folder {path}")
+            if not (files := _readable(files, path)):
+                raise InputError(f"no log file in folder {path} can be read (permission denied)")
             for file in files:
                 rank, local = _rank_from_path(file, path)
                 sources.append(LogSource(file, rank, local))
@@ -128,6 +143,65 @@ def job_sources(paths: Sequence[Path]) -> list[LogSource]:
             rank, local = _rank_from_path(path.absolute(), Path(path.absolute().anchor))
             sources.append(LogSource(path, rank, local))
     return sources
+
+
+def _readable(files: list[Path], folder: Path) -> list[Path]:
+    """The files of a folder this process may read; the others named in one warning (one unreadable file of
+    10,000 does not stop the job)."""
+    unreadable = [f for f in files if not os.access(f, os.R_OK)]
+    if not unreadable:
+        return files
+    names = ", ".join(str(f.relative_to(folder)) for f in unreadable[:NAMED_UNREADABLE])
+    more = f" and {len(unreadable) - NAMED_UNREADABLE} more" if len(unreadable) > NAMED_UNREADABLE else ""
+    log.warning("traindoc: warning: %d unreadable log file%s in %s left out (permission denied): %s%s",
+                len(unreadable), "" if len(unreadable) == 1 else "s", folder, names, more)
+    skipped = set(unreadable)
+    return [f for f in files if f not in skipped]
+
+
+class ExpansionBudget:
+    """What a job's compressed logs may still expand to (TRAINDOC_MAX_LOG_GB, all of them together): a gzip
+    bomb is refused in one line once it passes the cap, never read to its end."""
+
+    def __init__(self, limit_bytes: int | None = None) -> None:
+        self.limit = limit_bytes if limit_bytes is not None else int(max_log_gb() * 1024**3)
+        self.used = 0
+
+    def refused(self, source: LogSource) -> InputError:
+        return InputError(f"{source.name} expands to more than {self.limit / 1024**3:g} GB uncompressed: refused",
+                          hint="raise TRAINDOC_MAX_LOG_GB to read it")
+
+    def check_declared(self, source: LogSource) -> None:
+        """A .gz file states its uncompressed size (modulo 4 GiB) in its last 4 bytes: above the cap, refuse at once."""
+        assert source.path is not None
+        try:
+            with source.path.open("rb") as handle:
+                handle.seek(-4, os.SEEK_END)
+                (declared,) = struct.unpack("<I", handle.read(4))
+        except (OSError, struct.error):
+            return  # too short to state it: the stream says what it is
+        if self.used + declared > self.limit:
+            raise self.refused(source)
+
+    def spend(self, size: int, source: LogSource) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise self.refused(source)
+
+
+def _blocks(handle: IO[bytes], source: LogSource, budget: ExpansionBudget | None) -> Iterator[bytes]:
+    """``handle`` in blocks; of a .gz (``budget`` given), what it expands to counted against the cap and its size."""
+    packed = source.path.stat().st_size if budget is not None and source.path is not None else 0
+    expanded = 0
+    while block := handle.read(BLOCK_BYTES):
+        if budget is not None:
+            budget.spend(len(block), source)
+            expanded += len(block)
+            if expanded > BOMB_FLOOR and expanded > BOMB_RATIO * packed:
+                raise InputError(f"{source.name} expands more than {BOMB_RATIO} times its size ({packed:,} bytes to "
+                                 f"over {expanded // 1024**2:,} MB): refused as a gzip bomb",
+                                 hint="a real log that repeats that much can be read uncompressed")
+        yield block
 
 
 def _open(source: LogSource, stdin: IO[bytes] | None) -> Any:
@@ -152,66 +226,37 @@ def _year(source: LogSource) -> int:
     return datetime.now().year
 
 
-def _text_lines(handle: IO[bytes]) -> Iterator[tuple[int, str]]:
-    stream = io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline="\n")
-    number = 0
-    while line := stream.readline(65536):  # a 2 GB line without a newline is read in slices
-        number += 1
-        yield number, line
-
-
-def _grep_lines(path: Path) -> Iterator[tuple[int, str]] | None:
-    """Lines numbered by their byte offset: the whole head and tail, and between them what GNU grep
-    keeps (``grep -b``: offsets cost grep nothing, line numbers would). None without grep."""
-    grep = shutil.which("grep")
-    if grep is None:
-        return None
-    size = path.stat().st_size
-    tail_start = max(EDGE_BYTES, size - EDGE_BYTES)
-
-    def edge(handle: IO[bytes], start: int, length: int, skip_first: bool) -> Iterator[tuple[int, str]]:
-        handle.seek(start)
-        data = handle.read(length)
-        lines = data.split(b"\n")
-        offset = start
-        for index, raw in enumerate(lines[:-1] if length < size else lines):
-            if not (skip_first and index == 0):
-                yield offset, raw.decode("utf-8", "replace")
-            offset += len(raw) + 1
-
-    def lines() -> Iterator[tuple[int, str]]:
-        with path.open("rb") as handle:
-            yield from edge(handle, 0, EDGE_BYTES, False)
-        command = [grep, "-a", "-b", "-E", prefilter_regex(), str(path)]
-        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "LC_ALL": "C"}) as process:
-            assert process.stdout is not None
-            for raw in io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace", newline="\n"):
-                offset, _, text = raw.partition(":")
-                if offset.isdigit() and EDGE_BYTES <= int(offset) < tail_start:
-                    yield int(offset), text
-        with path.open("rb") as handle:
-            yield from edge(handle, tail_start, size - tail_start, True)
-
-    return lines()
-
-
-def read_source(source: LogSource, stdin: IO[bytes] | None = None) -> Iterator[LogLine]:
-    """The lines of one file, parsed. Refuses a mostly-binary file with one clear error."""
+def read_source(source: LogSource, stdin: IO[bytes] | None = None,
+                budget: ExpansionBudget | None = None) -> Iterator[LogLine]:
+    """The lines of one file, parsed. Refuses a mostly-binary file, or a .gz that expands past the cap, with one
+    clear error."""
     if source.path is not None and source.path.name == "error.json":
         yield from _error_json(source)
         return
     year = _year(source)
-    if (source.path is not None and source.path.suffix != ".gz"
-            and source.path.stat().st_size > PREFILTER_BYTES and (numbered := _grep_lines(source.path))):
-        with source.path.open("rb") as handle:
-            _check_text(source, handle)
-        yield from _parse_all(numbered, source, year)
-        return
+    compressed = source.path is not None and source.path.suffix == ".gz"
+    if compressed:
+        budget = budget or ExpansionBudget()
+        budget.check_declared(source)
     handle = _open(source, stdin)
     try:
         _check_text(source, handle)
-        yield from _parse_all(_text_lines(handle), source, year)
+        bounded = cut_long_lines(_blocks(handle, source, budget if compressed else None))
+        grep = shutil.which("grep")
+        if source.path is not None and not compressed:
+            big = source.path.stat().st_size > PREFILTER_BYTES
+        else:  # a stream says how big it is only by ending: up to PREFILTER_BYTES of its (cut) lines are held to see
+            first: list[bytes] = []
+            size = 0
+            for block in bounded:
+                first.append(block)
+                size += len(block)
+                if size > PREFILTER_BYTES:
+                    break
+            big = size > PREFILTER_BYTES
+            bounded = chain_all(first, bounded)
+        numbered = grep_stream(bounded, grep) if big and grep else numbered_lines(bounded)
+        yield from _parse_all(numbered, source, year)
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:  # a damaged .gz, an unreadable file
         raise InputError(f"cannot read log {source.name}: {exc or type(exc).__name__}") from exc
     finally:
@@ -248,7 +293,17 @@ def _error_json(source: LogSource) -> Iterator[LogLine]:
                       parsed.host, parsed.pid, when)
 
 
-def read_job(paths: Sequence[Path], stdin: IO[bytes] | None = None) -> Iterator[LogLine]:
-    """Every line of every source, file after file."""
+def read_job(paths: Sequence[Path], stdin: IO[bytes] | None = None, *,
+             max_log_bytes: int | None = None) -> Iterator[LogLine]:
+    """Every line of every source, file after file. ``max_log_bytes``: what the job's .gz files may expand to,
+    in all (default: TRAINDOC_MAX_LOG_GB)."""
+    budget = ExpansionBudget(max_log_bytes) if max_log_bytes is not None else None
     for source in job_sources(paths):
-        yield from read_source(source, stdin)
+        if budget is None and source.path is not None and source.path.suffix == ".gz":
+            budget = ExpansionBudget()
+        yield from read_source(source, stdin, budget)
+
+
+def read_text(text: str) -> Iterator[LogLine]:
+    """A pasted log (a question past corpus.errorlines.QUESTION_CAP) read as standard input: every line bounded."""
+    yield from read_job([Path("-")], io.BytesIO(text.encode("utf-8", errors="replace")))

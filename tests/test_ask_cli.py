@@ -110,5 +110,7 @@ def test_plain_output_renders_answer_and_sources(cli):
     result = cli("ask", "--no-probes", "torchrun: Address already in use on port 29500")
     assert result.returncode == 0, result.stderr
     assert "Sources" in result.stdout
-    assert "[1] corpus/" in result.stdout
-    assert "端口" in result.stdout
+    assert re.search(r"^  \[1\] \S", result.stdout, re.M), "sources listed by number"
+    assert "corpus/0" not in result.stdout, "by their readable titles, not hash-named files"
+    assert result.stdout.rstrip().splitlines()[-1].startswith("Summary: "), "the answer's summary is the last line"
+    assert "Port Already in Use" in result.stdout, "the seed's section on the port, by its (English) title"

@@ -138,3 +138,36 @@ def test_eval_rejects_a_malformed_cases_file(cli, tmp_path):
     result = cli("traindoc", "eval", str(bad))
     assert result.returncode == 1
     assert result.stderr.strip() == f'traindoc: error: {bad}:1: not an eval case: no "query"'
+
+
+def test_a_batch_line_that_is_not_utf8_or_not_json_is_reported_by_number_and_the_rest_answered(cli, tmp_path):
+    """Every way a line can fail to be a question costs that line only: one stderr line with its number, an
+    {"id", "line", "error"} row in its place, and exit 1 at the end."""
+    good = json.dumps({"id": "oom", "query": "CUDA out of memory when the batch size is large"}).encode()
+    lines = [
+        good,
+        b'{"id": "latin1", "query": "NCCL timeout caf\xe9"}',  # not UTF-8
+        b"{this is not json",
+        b"[" * 50_000 + b"]" * 50_000,  # nested past Python's recursion limit
+        b'{"id": ' + b"9" * 5000 + b', "query": "NCCL timeout"}',  # past Python's int digit limit
+        b'{"id": "nan", "query": NaN}',  # a query that is not text
+        json.dumps({"id": "lone", "query": "NCCL timeout \ud800 in all_reduce"}).encode(),  # a lone surrogate
+        json.dumps({"id": "port", "query": "torchrun: Address already in use on port 29500"}).encode(),
+    ]
+    batch = tmp_path / "cases.jsonl"
+    batch.write_bytes(b"\n".join(lines) + b"\n")
+    result = cli("ask", "--batch", str(batch), "--json", "--no-probes")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r.get("line") for r in rows] == [None, 2, 3, 4, 5, 6, None, None]
+    assert [r["id"] for r in rows] == ["oom", None, None, None, None, "nan", "lone", "port"]
+    for row in (rows[0], rows[6], rows[7]):
+        assert row["citations"] and "answer" in row
+    assert rows[6]["question"] == "NCCL timeout \\ud800 in all_reduce"  # kept, as an escape
+    assert "not valid UTF-8" in rows[1]["error"] and "nested too deeply" in rows[3]["error"]
+    skipped = [line for line in result.stderr.splitlines() if "skipped" in line]
+    assert [line.split(":")[2] for line in skipped] == ["2", "3", "4", "5", "6"], result.stderr
+    assert all(len(line) < 300 for line in skipped), "a 5,000-digit line is not echoed"
+    noted = [line for line in result.stderr.splitlines() if ":7: note:" in line]
+    assert len(noted) == 1, result.stderr

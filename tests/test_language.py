@@ -78,22 +78,29 @@ def offline(shared_index: Path) -> Troubleshooter:
     return troubleshooter
 
 
+def detail(body: str) -> str:
+    """The answer after its verdict block (the first ``###`` section)."""
+    return body[body.index("\n### ") + 1:]
+
+
 def ask(offline: Troubleshooter, text: str, **kwargs: Any) -> str:
     return offline.ask(Question(text, probes=False, **kwargs)).answer
 
 
 def test_a_chinese_question_gets_chinese_headings_around_the_quoted_sections(offline: Troubleshooter) -> None:
     body = ask(offline, "训练时 NCCL 超时怎么办")
-    assert body.startswith("### 可能原因：") and "### 解决方法" in body and "**1.** 来自 [" in body
+    assert body.startswith("### 结论\n\n- **原因**：")  # the verdict first (agent.summary), then the detail
+    assert detail(body).startswith("### 可能原因：") and "### 解决方法" in body and "**1.** 来自 [" in body
     assert "Likely cause" not in body and "Fixes" not in body and "See also" not in body
     english = ask(offline, "NCCL timeout during training, what should I do?")
-    assert english.startswith("### Likely cause: ") and "### Fixes" in english
+    assert english.startswith("### Answer\n\n- **Cause**: ")
+    assert detail(english).startswith("### Likely cause: ") and "### Fixes" in english
     assert "可能原因" not in english
-    top = english.split("\n", 1)[0].removeprefix("### Likely cause: ")
+    top = detail(english).split("\n", 1)[0].removeprefix("### Likely cause: ")
     assert not any("\u4e00" <= ch <= "\u9fff" for ch in top), "an English asker reads an English title (runbook or rendering)"
 
 
 def test_no_match_and_the_job_diagnosis_in_chinese(offline: Troubleshooter) -> None:
-    assert compose("怎么烤面包？面包烤焦了怎么办", [], [], True, ["bread"], []).startswith("**没有匹配：**")
+    assert compose("怎么烤面包？面包烤焦了怎么办", [], [], True, ["bread"], []).startswith("**没有匹配**：")
     body = ask(offline, "我的分布式训练为什么挂了", job=_job())
-    assert body.startswith("### 作业日志显示") and "**根本原因（exception，rank 1" in body
+    assert detail(body).startswith("### 作业日志显示") and "**根本原因（exception，rank 1" in body

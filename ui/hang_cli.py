@@ -26,7 +26,9 @@ def run_hang_command(args: argparse.Namespace) -> int:
         raise UsageError("--pid reads this machine's processes and --debug-server a remote job: give one")
     snapshot = _snapshot(args, timeout)
     if args.json:
-        print(json.dumps(snapshot.to_json(), ensure_ascii=False))
+        from common.textsafe import printable_json
+
+        print(json.dumps(printable_json(snapshot.to_json()), ensure_ascii=False))
     else:
         sys.stdout.write(render(snapshot, lang_of(args.lang)))
     return 0

@@ -67,9 +67,11 @@ def test_a_cpu_only_torch_leads_the_answer_to_cuda_unavailable(cli: CliRunner) -
                   "torch.cuda.is_available() returns False inside my docker container")
     problems = [f for f in answer["findings"] if f["status"] == "problem"]
     assert any(f["code"] == "TORCH_CPU_ONLY" for f in problems), answer["findings"]
-    first_heading = answer["answer"].lstrip().splitlines()[0]
+    verdict, detail = answer["answer"].split("\n### ", 1)  # the verdict first (agent.summary), then the detail
+    assert "CPU-only" in verdict and "the probes measured it" in verdict, verdict
+    first_heading = detail.splitlines()[0]
     assert "Probe" in first_heading or "probe" in first_heading, answer["answer"][:1500]
-    assert "CPU-only" in answer["answer"].split("###", 2)[1], answer["answer"][:1500]
+    assert "CPU-only" in detail.split("###", 1)[0], answer["answer"][:1500]
     assert "Likely cause" not in answer["answer"], answer["answer"][:2000]  # the probe is the verdict, not a section
     assert any(f["explains"] for f in problems), problems
 

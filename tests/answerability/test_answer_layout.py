@@ -122,7 +122,7 @@ def test_no_match_leads_with_the_evidence_then_nearest_then_what_to_collect():
 
 def test_no_match_in_chinese_without_anything_found_still_says_what_to_collect():
     body = compose("怎么烤面包？面包烤焦了怎么办", [], [], True, [], [])
-    assert body.startswith("**没有匹配：**")
+    assert body.startswith("**没有匹配**：")
     assert "下一步需要收集的信息" in body and "collect_env" in body
 
 

@@ -237,5 +237,5 @@ def test_default_probe_timeout_bounds_ask(tmp_path):
 
 def test_bad_probe_timeout_setting_is_one_line_error():
     result = run("ask", "--json", "CUDA out of memory", env={PROBE_TIMEOUT_VAR: "soon"})
-    assert_one_line_error(result, "ask")
+    assert_one_line_error(result, "ask", code=2)  # a bad setting is bad usage (README: exit codes)
     assert PROBE_TIMEOUT_VAR in result.stderr

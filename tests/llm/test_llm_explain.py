@@ -151,7 +151,7 @@ def test_auto_explains_after_an_empty_agent_answer(agent_ask: Any) -> None:
 def test_a_failing_model_falls_back_to_the_offline_answer_in_the_questions_language(agent_ask: Any) -> None:
     answer, events = agent_ask("训练时 NCCL 超时怎么办", llm_base_url=closed_port(), llm_mode="explain")
 
-    assert answer.backend == "offline" and answer.mode is None and answer.answer.startswith("### 可能原因：")
+    assert answer.backend == "offline" and answer.mode is None and _detail(answer.answer).startswith("### 可能原因：")
     assert answer.notice is not None and answer.notice.startswith("模型 openai:fake-model 无法连接：")
     assert answer.notice.endswith("；改为显示离线答案")
     english, _ = agent_ask(NCCL, llm_base_url=closed_port(), llm_mode="auto")
@@ -177,7 +177,7 @@ def test_nothing_to_explain_means_no_model_call(agent_ask: Any, warm_retriever: 
     with FakeOpenAI(tool_calling=False) as server:
         answer, _ = agent_ask("怎么烤面包？面包烤焦了怎么办", llm_base_url=server.url, llm_mode="explain")
 
-    assert server.requests == [] and answer.no_match and answer.answer.startswith("**没有匹配：**")
+    assert server.requests == [] and answer.no_match and answer.answer.startswith("### 结论") and "\n**没有匹配**：" in answer.answer
     assert answer.notice == say("nothing_to_explain", "zh")
 
 
@@ -189,6 +189,12 @@ def test_a_base_model_that_repeats_its_prompt_gets_the_offline_answer(agent_ask:
     with FakeOpenAI([parrot], tool_calling=False) as server:
         answer, _ = agent_ask(NCCL, llm_base_url=server.url, llm_mode="explain")
 
-    assert len(server.requests) == 1 and answer.backend == "offline" and answer.answer.startswith("### Likely cause")
+    assert len(server.requests) == 1 and answer.backend == "offline" and _detail(answer.answer).startswith("### Likely cause")
     assert answer.notice == ("model openai:fake-model repeated its prompt instead of answering (a base model, not an "
                              "instruction-tuned chat model?); showing the offline answer")
+
+
+def _detail(body: str) -> str:
+    """An offline answer after its verdict block (agent.summary), which every offline answer leads with."""
+    assert body.startswith(("### Answer\n", "### 结论\n")), body[:200]
+    return body[body.index("\n### ") + 1:]

@@ -27,7 +27,7 @@ SAMPLES: dict[str, str] = {
     "TRAINDOC_WEB_AUTH": "u:p", "TRAINDOC_WEB_MAX_UPLOAD_MB": "4", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1",
     "SLACK_SIGNING_SECRET": "s", "SLACK_API_URL": "http://127.0.0.1:3/api/", "TRAINDOC_SLACK_CHANNELS": "C1,C2",
     "TRAINDOC_SLACK_RATE": "2", "TRAINDOC_SLACK_MAX_FILE_MB": "5", "TRAINDOC_SLACK_PROBES": "host",
-    "TRAINDOC_SLACK_COMMAND_VISIBILITY": "channel",
+    "TRAINDOC_SLACK_COMMAND_VISIBILITY": "channel", "TRAINDOC_MAX_LOG_GB": "3", "TRAINDOC_WEB_HISTORY_DAYS": "7",
 }
 # A value each entry point must refuse, in the one line naming the variable, before it starts anything.
 INVALID = {"TRAINDOC_PROBE_TIMEOUT": "soon", "TRAINDOC_MAX_BUNDLE_MB": "big", "TRAINDOC_WEB_MAX_UPLOAD_MB": "-1",
@@ -79,12 +79,13 @@ def test_each_variable_sets_its_field(variable: str) -> None:
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 @pytest.mark.parametrize("variable", list(INVALID))
 def test_every_entry_point_reads_the_same_settings(entry: str, variable: str, tmp_path: Path) -> None:
-    """The same invalid value stops every entry point with the same line: they all build from Settings.from_env."""
+    """The same invalid value stops every entry point with the same line and exit 2 (bad usage, README): they all
+    build from Settings.from_env."""
     env = {**os.environ, "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", variable: INVALID[variable]}
     argv = ENTRY_POINTS[entry]
     result = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, env=env, cwd=ROOT,
                             stdin=subprocess.DEVNULL, timeout=120, check=False)
-    assert result.returncode == 1, (entry, result.stderr)
+    assert result.returncode == 2, (entry, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and variable in lines[0], result.stderr
 

@@ -59,3 +59,38 @@ def test_a_log_through_a_pipe_is_read(use_shared_index: Path) -> None:
         os.close(read_end)
     assert result.returncode == 0, result.stderr
     assert "out of memory" in json.dumps(json.loads(result.stdout))
+
+
+def test_uploads_past_the_readers_are_refused_in_one_line_and_questions_still_answered(use_shared_index: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Every upload reader busy (hostile uploads being read): another upload gets one line at once, with no server
+    path; a question without an upload is answered as usual, whatever the uploads do."""
+    import ui.web as web
+
+    chat = _chat(use_shared_index, tmp_path)
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: CUDA error: out of memory\n", encoding="utf-8")
+    held = 0
+    while web.UPLOAD_READERS.acquire(blocking=False):  # the slots the hostile uploads hold
+        held += 1
+    original = web.UPLOAD_WAIT_S
+    web.UPLOAD_WAIT_S = 0.1
+    try:
+        refused = str(_respond(chat, "why did it die?", log)[-1]["content"])
+        answered = [state for state, *_ in chat.respond("CUDA out of memory, what now?", [], None, [])][-1]
+    finally:
+        web.UPLOAD_WAIT_S = original
+        for _ in range(held):
+            web.UPLOAD_READERS.release()
+    assert held == 2
+    assert "reading other uploaded logs" in refused and "\n" not in refused.strip() and str(tmp_path) not in refused
+    assert "out of memory" in str(answered[-1]["content"]).lower()
+
+
+def test_an_upload_error_names_the_file_never_the_servers_path(tmp_path: Path) -> None:
+    from ui.web import without_upload_path
+
+    upload = tmp_path / "gradio" / "abc123" / "node3.json"
+    message = f"{upload}: results[0]: not an object; see {upload.parent}"
+    shown = without_upload_path(message, str(upload))
+    assert str(tmp_path) not in shown and "'node3.json'" in shown

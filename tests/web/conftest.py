@@ -54,8 +54,29 @@ def web_page(browser: Any, web_server: WebServer) -> Iterator[RecordedPage]:
     recorded = RecordedPage(context)
     recorded.page.set_default_timeout(30_000)
     recorded.page.goto(web_server.url)
-    recorded.page.wait_for_selector("#question textarea")
+    recorded.page.wait_for_selector("#question textarea:enabled")  # the conversation is restored
     try:
         yield recorded
     finally:
         context.close()
+
+
+@pytest.fixture
+def open_page(browser: Any, web_server: WebServer) -> Iterator[Any]:
+    """Open the chat in a fresh browser context (a new browser profile) at a given width: ``open_page(400)``."""
+    contexts: list[Any] = []
+
+    def opened(width: int, height: int = 900, query: str = "") -> RecordedPage:
+        context = browser.new_context(viewport={"width": width, "height": height}, locale="en-US")
+        contexts.append(context)
+        recorded = RecordedPage(context)
+        recorded.page.set_default_timeout(30_000)
+        recorded.page.goto(web_server.url + query)
+        recorded.page.wait_for_selector("#question textarea:enabled")  # the conversation is restored
+        return recorded
+
+    try:
+        yield opened
+    finally:
+        for context in contexts:
+            context.close()

@@ -75,6 +75,40 @@ def test_page_shows_the_login_form(servers, browser) -> None:
         context.close()
 
 
+def _signed_in(browser, server) -> tuple:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(server.url)
+    page.fill("input[type=text]", "u")
+    page.fill("input[type=password]", "p")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#question textarea:enabled")
+    return context, page
+
+
+def test_a_signed_in_user_finds_their_chats_in_another_browser(servers, browser) -> None:
+    from web_server_kit import ask
+
+    authed, _ = servers
+    first, page = _signed_in(browser, authed)
+    try:
+        ask(page, "torchrun says Address already in use")
+    finally:
+        first.close()
+    second, page = _signed_in(browser, authed)  # another browser profile, the same user
+    try:
+        assert page.locator("#chat .user-row").count() == 0  # a new chat, with the earlier one listed
+        page.click("#earlier input")
+        option = page.locator("ul[role=listbox] li", has_text="Address already in use")
+        option.click()
+        page.wait_for_function("() => document.querySelectorAll('#chat .user-row').length == 1")
+        assert "Address already in use" in page.inner_text("#chat")
+        assert page.locator("#sources .traindoc-turn").count() == 1
+    finally:
+        second.close()
+
+
 def test_warning_only_without_auth_off_loopback(servers) -> None:
     authed, open_server = servers
     assert WARNING in open_server.stderr()

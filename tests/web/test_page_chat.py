@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from clikit import ROOT, run_cli
-from web_server_kit import ask, last_answer, last_steps, source_summaries
+from web_server_kit import ask, last_answer, last_steps, latest_sources, source_summaries
 
 pytestmark = pytest.mark.slow
 
@@ -98,10 +98,10 @@ def test_cited_answer_with_probe_steps(web_page, web_server, question, expected_
     assert any(section in summaries[n] for section in expected_section), summaries
     assert (CORPUS / _cited_file(summaries[n])).is_file()
 
-    first = page.locator("#sources details").nth(n)
-    assert not first.locator("pre").is_visible()
+    first = latest_sources(page).locator(".traindoc-source").nth(n).locator("xpath=..")
+    assert not first.locator(".traindoc-section").is_visible()
     first.locator("summary").click()
-    section = first.locator("pre")
+    section = first.locator(".traindoc-section")
     section.wait_for(state="visible")
     text = section.inner_text()
     # An English asker reads the seed section's English rendering ([en]); a Chinese one the original.

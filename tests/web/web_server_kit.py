@@ -2,7 +2,7 @@
 
 Server helpers: a free loopback port, an environment whose stores all live under one folder, a start that
 waits until the page answers (or fails with the server's stderr), a stop that always ends the whole group.
-Page helpers: ask a question and wait for the turn to finish, read the last answer and its tool steps.
+Page helpers: ask a question and wait for the turn to finish, read the last answer, its tool steps and its sources.
 """
 
 from __future__ import annotations
@@ -134,22 +134,31 @@ def start_web(base: Path, index: Path, *args: str, env: Mapping[str, str] | None
 
 def ask(page: Any, question: str, *, expect_error: bool = False) -> None:
     """Type a question (may be empty when a log is uploaded), press Ask, wait until the turn is complete:
-    the sources panel is filled (an answer, with sections or saying it has none: the documents do not cover the
-    question) or a new warning message or error toast shows (an error)."""
-    users = page.locator("#chat .user-row").count()
-    warnings = page.locator("#chat .bot-row", has_text="⚠️").count()
+    the sources panel has a group for this answer (with sections, or saying it has none: the documents do not cover
+    the question) or a new warning message or error toast shows (an error)."""
+    before = _counts(page)
     page.fill("#question textarea", question)
     page.click("#ask")
+    wait_for_turn(page, question, expect_error=expect_error, before=before)
+
+
+def _counts(page: Any) -> list[int]:
+    return [page.locator("#chat .user-row").count(), page.locator("#chat .bot-row", has_text="⚠️").count(),
+            page.locator("#sources .traindoc-turn").count()]
+
+
+def wait_for_turn(page: Any, question: str, *, before: list[int], expect_error: bool = False) -> None:
+    """Wait until the turn started after ``before`` (``_counts``) is complete."""
     page.wait_for_function(
-        """([users, warnings]) => {
+        """([users, warnings, turns]) => {
              const n = document.querySelectorAll('#chat .user-row').length;
              const warned = [...document.querySelectorAll('#chat .bot-row')].filter(r => r.innerText.includes('⚠️')).length;
-             return (n > users && (document.querySelector('#sources .traindoc-sources') || warned > warnings))
-                    || document.querySelector('.toast-body');
+             const answered = document.querySelectorAll('#sources .traindoc-turn').length;
+             return (n > users && (answered > turns || warned > warnings)) || document.querySelector('.toast-body');
            }""",
-        arg=[users, warnings], timeout=ANSWER_TIMEOUT_MS)
+        arg=before, timeout=ANSWER_TIMEOUT_MS)
     page.wait_for_function("() => !document.querySelector('#chat .pending, #chat .generating')", timeout=ANSWER_TIMEOUT_MS)
-    answered = page.locator("#sources .traindoc-sources").count() > 0
+    answered = page.locator("#sources .traindoc-turn").count() > before[2]
     if answered and not expect_error:  # the sources panel can render before the chat's last message does
         page.wait_for_function(
             """() => {
@@ -177,5 +186,10 @@ def last_steps(page: Any) -> list[str]:
     return [t.strip() for t in row.locator(".thought-group .title").all_inner_texts()]
 
 
+def latest_sources(page: Any) -> Any:
+    """The sources group of the latest answer (the panel keeps every answer's, the latest first)."""
+    return page.locator("#sources .traindoc-turn").first
+
+
 def source_summaries(page: Any) -> list[str]:
-    return [s.strip() for s in page.locator("#sources details > summary").all_inner_texts()]
+    return [s.strip() for s in latest_sources(page).locator(".traindoc-source").all_inner_texts()]

@@ -1,0 +1,261 @@
+"""The verdict an answer leads with, and the one line a terminal ends on.
+
+Every offline answer starts with a short block: the cause, where (rank, host, ``file:line``, or the machine a
+probe measured), the first fix as a command to copy, and the confidence with what it rests on; the detail
+follows. It is read from the answer's own facts (the job's diagnosis, the probes' findings, the citations) and
+from the fixes the composer already chose (the first code block under the Fixes heading), so the verdict never
+says anything the detail below does not. The words live in data/guidance.json.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from common.language import Lang, language_of, say
+from common.textsafe import cells, clip_words, code_span, fence, flanking_safe, segments, strong
+
+if TYPE_CHECKING:
+    from agent.answer import Answer
+
+LOG_PROBE = "log_grep"  # the probe that greps the user's own log files
+CAUSE_CHARS = 200  # the verdict's cause: a long root-cause summary is clipped at a word, with an ellipsis
+FIX_LINES = 4  # the verdict shows the first fix's first lines; the whole fix is in the detail below
+FIX_TEXT_CHARS = 110  # the first fix's sentence, clipped at a word: the command below is what to copy
+LEAD_LINES = 6  # a verdict within an answer's first lines leads it (a follow-up's note may come first)
+MIN_CAUSE_CHARS = 40  # the summary line keeps this much of the cause even when the command is long (it overflows)
+ITEM_NUMBER = re.compile(r"^\s*(?:\*\*)?\d+[.)、](?:\*\*)?\s*")
+CITED = re.compile(r"\s*(?:\[\d+\])+\s*$")
+SOURCE_NOTE = re.compile(r"\s*[(（](?:source|来源)[:：][^)）]*[)）]", re.IGNORECASE)
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+TRAILING_COMMENT = re.compile(r"\s+#\s.*$")
+PARENTHESIS = re.compile(r"\s*[(（][^()（）]*[)）]")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    cause: str
+    where: str = ""
+    fix_text: str = ""  # the first fix's sentence, when it has one
+    fix_code: str = ""  # its command(s), as printed below
+    confidence: float | None = None
+    basis: str = ""  # what the confidence rests on, in the answer's language
+    next_step: str = ""  # no fix: what to collect next
+
+    @property
+    def fix_line(self) -> str:
+        """The first command of the first fix: what a one-line summary can carry."""
+        for line in self.fix_code.splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                return TRAILING_COMMENT.sub("", line.strip())
+        return ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"cause": self.cause, "where": self.where, "fix": self.fix_code or self.fix_text,
+                "confidence": None if self.confidence is None else round(self.confidence, 3)}
+
+
+def _guidance_say(key: str, lang: Lang, **values: object) -> str:
+    from agent.compose import _say
+
+    return _say(key, lang, **values)
+
+
+def _headings(key: str) -> set[str]:
+    return {say(key, lang) for lang in ("en", "zh")}  # type: ignore[arg-type]
+
+
+def _section(markdown: str, headings: set[str]) -> str:
+    """The text under the first ``### <heading>`` of ``headings``, up to the next heading of that level."""
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("### ") and line[4:].strip() in headings:
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("### ")), len(lines))
+            return "\n".join(lines[i + 1:end])
+    return ""
+
+
+def drop_section(markdown: str, heading: str) -> str:
+    """``markdown`` without the section under ``### heading``."""
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("### ") and line[4:].strip() == heading:
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("### ")), len(lines))
+            return "\n".join(lines[:i] + lines[end:]).strip()
+    return markdown
+
+
+def first_fix(markdown: str) -> tuple[str, str]:
+    """(sentence, code) of the first fix under the answer's Fixes heading (the runbook's or the documents'): the
+    code dedented, without its fences; the sentence without its number and source note. Where the fixes are a
+    numbered list, the first item is the first fix, with or without a command ("fix what the missing rank was
+    doing" comes before "only then raise the timeout"); otherwise the first fix that has a command."""
+    for key in ("fixes", "more_fixes"):
+        section = _section(markdown, _headings(key))
+        before = ""
+        for kind, piece in segments(section):
+            if kind != "fence":
+                before += piece
+                if len(items := _fix_items(before)) >= 2:  # two fixes before any command block: the first has none
+                    return items[0], _command_in(items[0])
+                continue
+            body = piece.rstrip("\n").split("\n")[1:-1]
+            indent = min((len(line) - len(line.lstrip()) for line in body if line.strip()), default=0)
+            code = "\n".join(line[indent:] for line in body).strip("\n")
+            if not code.strip():
+                continue
+            prose = [line.strip() for line in before.split("\n") if line.strip() and not line.lstrip().startswith(">")]
+            return _sentence_of(prose[-1] if prose else ""), code
+        if items := _fix_items(before):  # numbered fixes, none with a command block
+            return items[0], _command_in(items[0])
+    return "", ""
+
+
+def _fix_items(text: str) -> list[str]:
+    """The sentences of the numbered fixes in ``text`` (the composer's "1. from [n] title:" labels left out)."""
+    items = (_sentence_of(line) for line in text.split("\n") if line.strip() and ITEM_NUMBER.match(line))
+    return [item for item in items if item]
+
+
+def _sentence_of(line: str) -> str:
+    sentence = line.strip()
+    if sentence.startswith("**") or sentence.endswith((":", "：")):
+        return ""  # the composer's "1. from [n] title:": a label, not a sentence
+    return CITED.sub("", SOURCE_NOTE.sub("", ITEM_NUMBER.sub("", sentence)))
+
+
+def _command_in(text: str) -> str:
+    """The first inline code span of ``text`` that is a command (``pip install ...``), or ""."""
+    from agent.compose import COMMAND_LINE
+
+    return next((span for span in INLINE_CODE.findall(text) if COMMAND_LINE.match(span)), "")
+
+
+def _next_step(markdown: str) -> str:
+    section = _section(markdown, {_guidance_say("collect_heading", lang) for lang in ("en", "zh")})  # type: ignore[arg-type]
+    return next((line[2:].strip() for line in section.split("\n") if line.startswith("- ")), "")
+
+
+def _job_next(answer: Answer, lang: Lang) -> str:
+    """The first thing the job's diagnosis says would tell (a stack snapshot, NCCL_DEBUG=INFO), in ``lang``."""
+    job = answer.diagnosis
+    if job is None:
+        return ""
+    own = job.wording.get(lang, {}).get("next")
+    items = own.splitlines() if own else job.next_evidence
+    return items[0].lstrip("- ").strip() if items else ""
+
+
+def _where(answer: Answer, lang: Lang) -> str:
+    root = answer.diagnosis.root_cause if answer.diagnosis is not None else None
+    if root is None:
+        return ""
+    parts = []
+    if root.rank is not None:
+        parts.append(say("rank", lang, rank=root.rank))
+    if root.host:
+        parts.append(_guidance_say("host", lang, host=root.host))
+    if root.where:
+        parts.append(code_span(root.where))
+    return ("，" if lang == "zh" else ", ").join(parts)
+
+
+def _shown_title(answer: Answer) -> str:
+    top = answer.citations[0]
+    return f"{top.title or top.section.split(' > ')[-1]} [{top.n}]"
+
+
+def verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
+    """What the answer concludes: from a probe's measured problem, the job's root cause, or the documents."""
+    lang = language_of(answer.question)
+    text = answer.answer if markdown is None else markdown
+    sentence, code = first_fix(text)
+    root = answer.diagnosis.root_cause if answer.diagnosis is not None else None
+    known = root is not None and root.category != "unknown"  # the job's own logs, read as a whole, name the cause
+    measured = next((f for f in answer.findings if f.status == "problem" and f.explains
+                     and not (known and f.probe == LOG_PROBE)), None)  # a grep of the same log says less than its triage
+    if measured is not None:  # what a probe measured is the verdict, and its own fix comes first
+        command = _command_in(measured.fix)
+        return Verdict(clip_words(measured.summary, CAUSE_CHARS), "", measured.fix if command else sentence or measured.fix,
+                       command or code, answer.confidence, _guidance_say("from_probe", lang))
+    if root is not None and root.category != "unknown" and answer.citations and not answer.no_match:
+        return Verdict(_shown_title(answer), _where(answer, lang), sentence, code, root.confidence,
+                       _guidance_say("from_log", lang))
+    if root is not None:
+        summary = answer.diagnosis.wording.get(lang, {}).get("root") if answer.diagnosis is not None else None
+        return Verdict(clip_words(summary or root.summary, CAUSE_CHARS), _where(answer, lang), sentence, code,
+                       root.confidence if root.category != "unknown" else None,
+                       _guidance_say("from_log", lang) if root.category != "unknown" else "",
+                       "" if code else clip_words(_job_next(answer, lang) or _next_step(text), CAUSE_CHARS))
+    if answer.citations and not answer.no_match:
+        return Verdict(_shown_title(answer), "", sentence, code, answer.confidence,
+                       _guidance_say("documents_match", lang))
+    if not text.strip():
+        return None
+    cause = _guidance_say("no_cause", lang) + (f" ({', '.join(answer.recognised)})" if answer.recognised else "")
+    return Verdict(cause, next_step=clip_words(_next_step(text), CAUSE_CHARS))
+
+
+def _label(key: str, lang: Lang) -> str:
+    return strong(_guidance_say(key, lang)) + ("：" if lang == "zh" else ": ")
+
+
+def verdict_markdown(verdict: Verdict, lang: Lang) -> str:
+    """The block an answer starts with: a short list, then the first fix's command in a code block."""
+    lines = [f"### {_guidance_say('verdict_heading', lang)}", "", f"- {_label('cause', lang)}{verdict.cause}"]
+    if verdict.where:
+        lines.append(f"- {_label('where', lang)}{verdict.where}")
+    if verdict.confidence is not None:
+        basis = (f"（{verdict.basis}）" if lang == "zh" else f" ({verdict.basis})") if verdict.basis else ""
+        lines.append(f"- {_label('confidence', lang)}{verdict.confidence:.2f}{basis}")
+    elif verdict.basis:
+        lines.append(f"- {_label('confidence', lang)}{verdict.basis}")
+    if verdict.fix_text or verdict.fix_code:
+        lines.append(f"- {_label('first_fix', lang)}{clip_words(verdict.fix_text, FIX_TEXT_CHARS)}".rstrip())
+    elif verdict.next_step:
+        lines.append(f"- {_label('next_step', lang)}{verdict.next_step}")
+    if verdict.fix_code:
+        code = verdict.fix_code.split("\n")
+        shown = code[:FIX_LINES] + ([f"# … {_guidance_say('see_below', lang)}"] if len(code) > FIX_LINES else [])
+        lines.extend(["", fence(shown, "bash")])
+    return "\n".join(lines)
+
+
+def summary_line(verdict: Verdict, lang: Lang, width: int = 80) -> str:
+    """One line: the cause (clipped at a word to leave room) and the first fix's command (never clipped)."""
+    fix = verdict.fix_line or verdict.next_step
+    tail = _guidance_say("summary_fix", lang, fix=fix) if verdict.fix_line else ""
+    if not tail and verdict.next_step:  # what to collect is advice in words: it may be clipped (a command may not)
+        label = f" · {_guidance_say('next_step', lang)}{'：' if lang == 'zh' else ': '}"
+        room_left = width - cells(_guidance_say("summary", lang, cause=verdict.cause)) - cells(label)
+        command = INLINE_CODE.match(verdict.next_step)
+        tail = label + (command.group(1) if command else clip_words(verdict.next_step, max(MIN_CAUSE_CHARS, room_left)))
+    head = _guidance_say("summary", lang, cause="")
+    room = max(MIN_CAUSE_CHARS, width - cells(head) - cells(tail) - 1)
+    cause = CITED.sub("", verdict.cause)
+    if cells(cause) > room:  # a parenthesis (the variables, the exception class) is the first thing to go
+        cause = PARENTHESIS.sub("", cause).strip() or cause
+    limit = room
+    while limit > 8 and cells(clip_words(cause, limit)) > room:  # CJK characters take two columns
+        limit -= max(1, (cells(clip_words(cause, limit)) - room) // 2)
+    return head + clip_words(cause, limit) + tail
+
+
+def finished(answer: Answer) -> str:
+    """The answer's markdown as every front end shows it: the verdict first; what the log shows said once (by the
+    job's diagnosis when there is one, not again as findings); emphasis written so CommonMark renders it."""
+    lang = language_of(answer.question)
+    heading = f"### {_guidance_say('verdict_heading', lang)}"
+    body = answer.answer
+    if heading in body.split("\n")[:LEAD_LINES] or not body.strip():  # already led (a note may stand above it)
+        return flanking_safe(body)
+    if answer.diagnosis is not None and answer.diagnosis.root_cause is not None:
+        body = drop_section(body, _guidance_say("log_shows", lang))
+    verdict = verdict_of(answer, body)
+    if verdict is None:
+        return flanking_safe(body)
+    return flanking_safe(verdict_markdown(verdict, lang) + "\n\n" + body)
+
+
+__all__ = ["Verdict", "drop_section", "finished", "first_fix", "summary_line", "verdict_markdown", "verdict_of"]

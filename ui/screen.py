@@ -1,0 +1,107 @@
+"""An answer as text to paste (``ask --format text|markdown``, and whatever is not a terminal): the answer, its
+sources by their readable titles, one line about the probes, and last a one-line summary (cause and first fix).
+
+Text is the markdown made plain: headings and emphasis marks dropped, lists kept as numbered and bulleted,
+code lines as they are (indented four spaces, never wrapped), so a command copies as one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+from agent.answer import Answer, Citation
+from agent.summary import summary_line
+from common.language import Lang, language_of, say
+from common.textsafe import inert_markdown, printable, segments
+
+FORMATS = ("text", "markdown")
+HEADING = re.compile(r"^ {0,3}#{1,6}\s+")
+STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+ITALIC_LINE = re.compile(r"^_(\S.*\S)_$")
+RUNBOOK = re.compile(r"(?:^|/)runbooks/[a-z]{2}/[\w-]+\.md$")
+
+
+def source_title(citation: Citation) -> str:
+    """A cited section as a reader names it: its heading, then the document's title (or "runbook"), never the
+    file's hash-named name."""
+    path = [part.strip() for part in citation.section.split(" > ") if part.strip()]
+    heading = citation.title or (path[-1] if path else citation.source.rsplit("/", 1)[-1])
+    if RUNBOOK.search(citation.source):
+        return f"{heading} (traindoc runbook)"
+    document = path[0] if len(path) > 1 else ""
+    return f"{heading} — {document}" if document and document != heading else heading
+
+
+def probes_line(answer: Answer, lang: Lang) -> str:
+    """How the probes came out, in one line (the problems are in the answer; `traindoc probe` shows each)."""
+    if not answer.findings:
+        return ""
+    counts = Counter(status for status, *_ in dict.fromkeys((f.status, f.probe, f.code, f.summary) for f in answer.findings))
+    order = ["problem", "info", "ok", "unavailable", "error"]
+    shown = ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: order.index(s) if s in order else 9))
+    return f"{say('probe_evidence', lang)}: {shown} (`traindoc probe`)"
+
+
+def closing_line(answer: Answer, width: int) -> str:
+    """The last line a terminal keeps: the cause and the first fix."""
+    verdict = answer.verdict()
+    return summary_line(verdict, language_of(answer.question), width) if verdict is not None else ""
+
+
+def plain_text(markdown: str) -> str:
+    """Markdown as plain text: no heading marks or emphasis asterisks; lists and code kept, code unwrapped."""
+    out: list[str] = []
+    for kind, piece in segments(markdown):
+        if kind == "fence":
+            lines = piece.rstrip("\n").split("\n")
+            indent = len(lines[0]) - len(lines[0].lstrip())
+            out.append("\n".join("    " + line[indent:] if line.strip() else "" for line in lines[1:-1]) + "\n")
+        elif kind == "code":
+            out.append(piece)
+        else:
+            out.append(_plain_lines(piece))
+    return re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
+
+
+def _plain_lines(text: str) -> str:
+    lines = []
+    for line in text.split("\n"):
+        line = HEADING.sub("", line)
+        line = STRONG.sub(r"\1", line)
+        line = ITALIC_LINE.sub(r"\1", line)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def document(answer: Answer, fmt: str, width: int = 80) -> str:
+    """The whole answer in ``fmt`` ("text" or "markdown"), ending with the summary line."""
+    return "\n".join(_document(answer, fmt, width)).rstrip("\n") + "\n"
+
+
+def _document(answer: Answer, fmt: str, width: int) -> Iterator[str]:
+    lang = language_of(answer.question)
+    markdown = fmt == "markdown"
+    if answer.notice:
+        yield f"{say('note', lang)}: {printable(answer.notice)}\n"
+    body = printable(answer.answer)
+    yield inert_markdown(body) if markdown else plain_text(body)
+    if answer.citations:
+        yield ""
+        yield f"**{say('sources', lang)}**\n" if markdown else say("sources", lang)
+        for citation in answer.citations:
+            title = printable(source_title(citation))
+            yield f"- [{citation.n}] {inert_markdown(title)}" if markdown else f"  [{citation.n}] {title}"
+    if line := probes_line(answer, lang):
+        yield ""
+        yield line if markdown else line.replace("`", "")
+    if answer.grounded is False:
+        yield ""
+        yield f"{say('warning', lang)}: {say('unverified', lang)}"
+    if last := closing_line(answer, width):
+        yield ""
+        yield printable(last)
+
+
+__all__ = ["FORMATS", "closing_line", "document", "plain_text", "probes_line", "source_title"]

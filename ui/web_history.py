@@ -1,0 +1,134 @@
+"""The web chat's conversations, kept so that a reload (or tomorrow) shows them again.
+
+One SQLite file beside the feedback store. A conversation belongs to its owner: the signed-in user where
+``TRAINDOC_WEB_AUTH`` is set, otherwise the browser (a random id the page keeps in its local storage). What is
+kept is what the page showed, with secrets masked as in the feedback store (``common.secrets.mask``): the
+questions, the answers, their sources, and the log lines a follow-up needs (the uploaded files themselves are
+not copied). Conversations not touched for ``TRAINDOC_WEB_HISTORY_DAYS`` days (default 30) are deleted; 0 keeps
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.errors import ConfigError
+from common.secrets import mask
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversation (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    title TEXT NOT NULL,
+    state TEXT NOT NULL
+)
+"""
+INDEX = "CREATE INDEX IF NOT EXISTS conversation_owner ON conversation (owner, updated)"
+TITLE_CHARS = 60
+DAY_S = 86400.0
+
+
+def masked(value: Any) -> Any:
+    """Every string in a JSON-like value with its secrets masked."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, list | tuple):
+        return [masked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: masked(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Saved:
+    id: str
+    title: str
+    updated: float
+    state: dict[str, Any]
+
+
+class HistoryStore:
+    """Conversations per owner; ``days`` <= 0 keeps none (every call is then a no-op)."""
+
+    def __init__(self, path: Path, days: float) -> None:
+        self.path = path
+        self.days = days
+        if not self.enabled:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(self._connect()) as db, db:
+                db.execute(SCHEMA)
+                db.execute(INDEX)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the web chat history {path}: {exc}",
+                              hint="set TRAINDOC_DATA_DIR to a writable folder, or TRAINDOC_WEB_HISTORY_DAYS=0") from exc
+        self.expire()
+
+    @property
+    def enabled(self) -> bool:
+        return self.days > 0
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=10)
+
+    def expire(self, now: float | None = None) -> int:
+        """Delete the conversations older than the retention; how many went."""
+        if not self.enabled:
+            return 0
+        cutoff = (time.time() if now is None else now) - self.days * DAY_S
+        with closing(self._connect()) as db, db:
+            return db.execute("DELETE FROM conversation WHERE updated < ?", (cutoff,)).rowcount
+
+    def save(self, owner: str, conversation: str, title: str, state: dict[str, Any]) -> None:
+        if not (self.enabled and owner and conversation):
+            return
+        now = time.time()
+        title = " ".join(mask(title).split())[:TITLE_CHARS] or "(log)"
+        body = json.dumps(masked(state), ensure_ascii=False)
+        self.expire(now)
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT INTO conversation (id, owner, created, updated, title, state) VALUES (?, ?, ?, ?, ?, ?)"
+                       " ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, state = excluded.state"
+                       " WHERE conversation.owner = excluded.owner", (conversation, owner, now, now, title, body))
+
+    def load(self, owner: str, conversation: str) -> Saved | None:
+        """The owner's conversation (another owner's id reads as none)."""
+        if not (self.enabled and owner and conversation):
+            return None
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT id, title, updated, state FROM conversation WHERE id = ? AND owner = ? AND updated >= ?",
+                             (conversation, owner, time.time() - self.days * DAY_S)).fetchone()
+        return Saved(row[0], row[1], row[2], json.loads(row[3])) if row else None
+
+    def recent(self, owner: str, limit: int = 20) -> list[Saved]:
+        """The owner's conversations, newest first (without their state)."""
+        if not (self.enabled and owner):
+            return []
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT id, title, updated FROM conversation WHERE owner = ? AND updated >= ?"
+                              " ORDER BY updated DESC LIMIT ?", (owner, time.time() - self.days * DAY_S, limit)).fetchall()
+        return [Saved(r[0], r[1], r[2], {}) for r in rows]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Everything stored (for tests and for a person checking what is kept)."""
+        if not self.enabled:
+            return []
+        with closing(self._connect()) as db:
+            db.row_factory = sqlite3.Row
+            return [dict(r) for r in db.execute("SELECT * FROM conversation ORDER BY updated")]
+
+
+def owner_of(username: str | None, browser: str | None) -> str:
+    """Whose conversations these are: the signed-in user, else the browser's own id."""
+    if username:
+        return f"user:{username}"
+    return f"browser:{browser}" if browser else ""
