@@ -368,8 +368,9 @@ class Troubleshooter:
 
     def _start_hang_snapshot(self, question: Question) -> Future | None:  # type: ignore[type-arg]
         """A job said to hang, on this machine: snapshot every rank's stack (read-only) meanwhile."""
-        said = HANG_WORDS.search(question.text) or (question.job is not None and question.job.root_cause is not None
-                                                     and question.job.root_cause.category in ("unknown", "rendezvous"))
+        job = question.job  # a log that stops (no failure, no timeout): the job may still hang here
+        said = HANG_WORDS.search(question.text) or (job is not None and job.root_cause is not None and not job.symptoms
+                                                     and job.root_cause.category in ("unknown", "rendezvous"))
         if not (question.probes and question.bundle is None and said):
             return None
         from jobs.hang import snapshot_job

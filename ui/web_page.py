@@ -134,6 +134,7 @@ SCRIPT = """
 # After an answer: its first line at the top of the view (a long answer is read from its start, not its end).
 SCROLL_TO_ANSWER = """
 () => {
+ const place = () => {  // again once the chat has laid the answer out (its markdown and code render after the update)
   const rows = document.querySelectorAll('#chat .bot-row');
   const row = rows[rows.length - 1];
   if (!row) return;
@@ -145,8 +146,15 @@ SCROLL_TO_ANSWER = """
       box.scrollTop += message.getBoundingClientRect().top - box.getBoundingClientRect().top - LABEL;
     }
   }
+  const chatbox = document.getElementById('chat');  // a narrow page: the whole chat box in view, not the Ask button
+  const box = chatbox && chatbox.getBoundingClientRect();
+  if (box && (box.top < 0 || box.bottom > innerHeight)) window.scrollBy(0, box.top - 4);
   const top = message.getBoundingClientRect().top;
-  if (top < LABEL || top > innerHeight / 2) window.scrollBy(0, top - LABEL - 8);
+  if (top < 0 || top > innerHeight / 2) window.scrollBy(0, top - LABEL - 8);
+ };
+ place();
+ setTimeout(place, 250);
+ setTimeout(place, 900);
 }
 """
 
