@@ -44,6 +44,7 @@ class Record:
     thread: str = ""  # the report's source (its GitHub thread): reports of one thread never sit on both sides
     section: str = ""  # the first gold section ("file > heading"), or "none: <thread>" for an unanswerable report
     document: str = ""  # the first gold section's file
+    quote_required: bool = False  # only a section quoting the report's error answers it (Question.needs_a_quote)
 
     @property
     def evidence(self) -> Evidence | None:
@@ -51,8 +52,10 @@ class Record:
 
     def decided(self, model: AnswerabilityModel) -> tuple[bool, int | None]:
         """(refused, rank of the first gold section) once ``model`` has checked the first sections."""
+        from corpus.retrieval import QUOTED
+
         for position, found in enumerate(self.candidates):
-            if model.decide(found)[0]:
+            if model.decide(found)[0] and (not self.quote_required or found.quoted_error >= QUOTED):
                 return False, _promoted(self.rank, position)
         return True, None
 
@@ -337,7 +340,8 @@ def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str)
     retriever = troubleshooter.retriever()
     records = []
     for case in cases:
-        text = Question(text=case["query"], id=case["id"], probes=False).search_text()
+        question = Question(text=case["query"], id=case["id"], probes=False)
+        text = question.search_text()
         result = retriever.search(text, k=troubleshooter.settings.top_k, mode=mode, among="documents")
         hits = list(result.hits)
         if result.promoted:  # the order retrieval ranked them in, before the shipped model moved one up
@@ -349,7 +353,7 @@ def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str)
         records.append(Record(str(case["id"]), bool(case["gold"]), rank, tuple(result.candidates), not hits,
                               str(case.get("lang", "")), thread,
                               f"{gold['file']} > {gold['heading']}" if gold else f"none: {thread or case['id']}",
-                              gold["file"] if gold else ""))
+                              gold["file"] if gold else "", question.needs_a_quote()))
     return records
 
 

@@ -215,10 +215,15 @@ class _Batch:
 def _store_pending(pending: Sequence[_Pending], store: VectorStore, embedder: Embedder, cache: Any, bar: Any,
                    settings: Settings, report: IndexReport, hashes: dict[str, str]) -> None:
     """Embed and store the new and changed files' chunks ``BATCH`` at a time across files: a small file costs
-    about what a chunk of a big one does, not a store write, a model call and a cache shard of its own. Every
-    chunk carries its file's chunk count, so a file the build stopped in the middle of reads as changed next time."""
+    about what a chunk of a big one does, not a store write, a model call and a cache shard of its own (a big
+    document's batches are its own). Every chunk carries its file's chunk count, so a file the build stopped in
+    the middle of reads as changed next time."""
     batch = _Batch()
     for item in pending:
+        if item.count >= BATCH and (batch.records or batch.finished):
+            # A big document starts a batch of its own: the small files before it are stored before its long work.
+            _write_batch(batch, store, embedder, cache, bar, report)
+            batch = _Batch()
         chunks, file_hash = item.chunks, item.file_hash
         if chunks is None:  # too big to hold while the others were read: chunked again now
             again = _read_chunks(item.path, item.source, settings, IndexReport(), set(), set())
