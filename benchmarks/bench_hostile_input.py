@@ -7,7 +7,7 @@ picked first (each pattern on 2,000 and 8,000 characters of every unit), then th
 - question patterns: every pattern ask() applies to a question's whole text before retrieval (the probe rules, the
   answerability features' noise and identifiers, error-line extraction and the pasted-output test), uncapped;
 - question as asked: what ask() does with it (a question past corpus.errorlines.QUESTION_CAP is read as a pasted
-  log through the job reader; see the report of issue 27 for the agent/core.py edit that wires it);
+  log through the job reader, agent.logs.long_question);
 - log: `ask --log` on a file of the same text (agent.logs.read_logs: the reader, the events, the triage), as one
   line and as lines of 2,000 characters.
 
@@ -20,7 +20,6 @@ position gives about 100. Target: every ratio under 3.
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import tempfile
 import time
@@ -35,9 +34,9 @@ sys.path.insert(0, str(REPO / "tests" / "security"))
 from hostile_text import units, user_text_patterns  # noqa: E402
 
 from agent.core import Question  # noqa: E402
-from agent.logs import pasted_job, read_logs, read_stream  # noqa: E402
+from agent.logs import long_question, pasted_job, read_logs  # noqa: E402
 from corpus.answerability import _content_tokens, identifiers  # noqa: E402
-from corpus.errorlines import error_lines, looks_like_log, pasted_first, split_long_question  # noqa: E402
+from corpus.errorlines import error_lines, looks_like_log, pasted_first  # noqa: E402
 from tools.registry import select_probes  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -56,15 +55,17 @@ def question_patterns(text: str) -> None:
 
 
 def question_as_asked(text: str) -> None:
+    """What ask() reads of a question before retrieval: past the cap, a pasted log (agent.logs.long_question)."""
     errors: list[str] = []
-    if (split := split_long_question(text)) is not None:
-        words, paste = split
-        reading = read_stream(io.BytesIO(paste.encode("utf-8", "replace")), words)
-        text, errors = words, reading.errors
+    if (pasted := long_question(text)) is not None:
+        text, reading = pasted
+        errors = reading.errors
     else:
         pasted_job(text)
         errors = error_lines(text.splitlines()) if looks_like_log(text) else []
-    search = Question(text=text, log_errors=errors, probes=False).search_text()
+    question = Question(text=text, log_errors=errors, probes=False)
+    search = question.search_text()
+    question.needs_a_quote()
     select_probes(search)
     identifiers(search)
     _content_tokens(search)
