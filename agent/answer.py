@@ -61,12 +61,8 @@ class Answer:
     diagnosis: JobDiagnosis | None = None  # the job read as a whole (log triage or live hang snapshot)
     confidence: float | None = None  # 0..1, that the first cited section answers (no_match: that the nearest does)
     mode: str | None = None  # with a model: "agent" (it called the tools) or "explain" (it wrote from traindoc's facts)
-
-    def verdict(self) -> Any:
-        """The cause, where, the first fix and the confidence (agent.summary.Verdict), or None."""
-        from agent.summary import verdict_of
-
-        return verdict_of(self)
+    # The cause, where, the first fix and the confidence (an agent.summary.Verdict): set by ask() on every answer.
+    verdict: Any = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -89,8 +85,7 @@ class Answer:
         # Every command traindoc corrected, left out or marked in what it showed, with the reason and the source.
         data["advice"] = [{"citation": c.n, **flag.to_json()} for c in self.citations for flag in c.advice]
         data["diagnosis"] = self.diagnosis.to_json() if self.diagnosis is not None else None
-        verdict = self.verdict()
-        data["verdict"] = verdict.to_json() if verdict is not None else None
+        data["verdict"] = self.verdict.to_json() if self.verdict is not None else None
         if self.steps is not None:
             data["steps"] = self.steps
         if self.grounded is not None:

@@ -223,6 +223,10 @@ class Troubleshooter:
         if question.follows is not None:  # the asker sees what the answer was read with
             answer.answer = context_note(question.follows, language_of(question.text)) + "\n\n" + answer.answer
         self._note_index_lag(answer, on_event)
+        if answer.verdict is None:  # what every front end's first line and last line say (agent.summary)
+            from agent.summary import verdict_of
+
+            answer.verdict = verdict_of(answer)
         on_event(FinalAnswer(answer))
         return answer
 

@@ -16,7 +16,7 @@ from rich.markdown import Markdown
 
 from agent.answer import Answer, Citation, FindingView
 from agent.compose import compose
-from agent.summary import finished
+from agent.summary import finished, verdict_of
 from common.textsafe import clip_words, flanking_safe
 from ui.render import print_answer
 from ui.screen import document
@@ -60,6 +60,7 @@ def _answer(question: str, confidence: float, findings: list[FindingView] | None
 def _finished(answer: Answer) -> Answer:
     """As agent.core finishes every offline answer: the verdict first (agent.summary.finished)."""
     answer.answer = finished(answer)
+    answer.verdict = verdict_of(answer)
     return answer
 
 
@@ -92,7 +93,7 @@ def test_the_verdict_comes_first_with_the_first_fix_as_a_code_block() -> None:
     head = "\n".join(lines[:12])
     assert "**Cause**: NCCL interface [1]" in head and "**Confidence**: 0.90" in head
     assert f"```bash\n{PIP}\n```" in head, "the first fix, whole, as a code block"
-    assert answer.verdict().fix_line == PIP
+    assert answer.verdict.fix_line == PIP
     assert answer.to_json()["verdict"]["fix"] == PIP
     assert finished(answer) == answer.answer, "a verdict is never added twice"
 

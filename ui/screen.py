@@ -46,7 +46,7 @@ def probes_line(answer: Answer, lang: Lang) -> str:
 
 def closing_line(answer: Answer, width: int) -> str:
     """The last line a terminal keeps: the cause and the first fix."""
-    verdict = answer.verdict()
+    verdict = answer.verdict
     return summary_line(verdict, language_of(answer.question), width) if verdict is not None else ""
 
 

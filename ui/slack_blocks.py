@@ -51,7 +51,7 @@ def notification_line(answer: Answer, redact: Any = None) -> str:
     redact = redact or Redactor().redact
     # masked before it is made one line: a secret's shape may span lines (a .netrc entry)
     cause = redact(answer.diagnosis.root_cause.summary) if answer.diagnosis and answer.diagnosis.root_cause else ""
-    verdict = answer.verdict() if hasattr(answer, "verdict") else None
+    verdict = getattr(answer, "verdict", None)
     if verdict is not None and not cause:
         parts = [plain_text(redact(verdict.cause)), plain_text(redact(verdict.where))]
         if fix := plain_text(redact(verdict.fix_line or verdict.fix_text), 160):

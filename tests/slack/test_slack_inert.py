@@ -12,6 +12,7 @@ import pytest
 from slack_kit import Bot, blocks_text, event_callback, mention, new_ts, new_user
 
 from agent.answer import Answer, FindingView
+from agent.summary import verdict_of
 from common.secrets import SHAPES
 from ui.slack_blocks import answer_blocks
 
@@ -103,6 +104,7 @@ def test_the_notification_text_shows_the_override_too() -> None:
                           fix="update the driver", explains=True)
     answer = Answer(question=f"why {SPOOF}", answer=f"Loading {SPOOF} failed {EMOJI} (mail ops@attacker.example)",
                     citations=[], findings=[finding], no_match=False, notice=f"note {SPOOF}")
+    answer.verdict = verdict_of(answer)  # as ask() sets it on every answer
     text, blocks = answer_blocks(answer, "a1", probes_button=False)
     assert text.startswith(f"driver of invoice_&lt;U+202E&gt;gpj.exe too old {EMOJI}"), text
     mrkdwn = [t for t in _text_objects(blocks) if t["type"] == "mrkdwn"]
