@@ -224,13 +224,13 @@ def verdict_markdown(verdict: Verdict, lang: Lang) -> str:
 
 def summary_line(verdict: Verdict, lang: Lang, width: int = 80) -> str:
     """One line: the cause (clipped at a word to leave room) and the first fix's command (never clipped)."""
-    fix = verdict.fix_line or verdict.next_step
-    tail = _guidance_say("summary_fix", lang, fix=fix) if verdict.fix_line else ""
-    if not tail and verdict.next_step:  # what to collect is advice in words: it may be clipped (a command may not)
-        label = f" · {_guidance_say('next_step', lang)}{'：' if lang == 'zh' else ': '}"
+    tail = _guidance_say("summary_fix", lang, fix=verdict.fix_line) if verdict.fix_line else ""
+    words, key = (verdict.fix_text, "first_fix") if verdict.fix_text else (verdict.next_step, "next_step")
+    if not tail and words:  # a fix or a next step in words: it may be clipped (a command may not)
+        label = f" · {_guidance_say(key, lang)}{'：' if lang == 'zh' else ': '}"
         room_left = width - cells(_guidance_say("summary", lang, cause=verdict.cause)) - cells(label)
-        command = INLINE_CODE.match(verdict.next_step)
-        tail = label + (command.group(1) if command else clip_words(verdict.next_step, max(MIN_CAUSE_CHARS, room_left)))
+        command = INLINE_CODE.match(words)
+        tail = label + (command.group(1) if command else clip_words(words, max(MIN_CAUSE_CHARS, room_left)))
     head = _guidance_say("summary", lang, cause="")
     room = max(MIN_CAUSE_CHARS, width - cells(head) - cells(tail) - 1)
     cause = CITED.sub("", verdict.cause)
