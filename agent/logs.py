@@ -32,15 +32,28 @@ class LogReading:
 def read_logs(paths: Sequence[Path], stdin: IO[bytes] | None = None, question: str = "") -> LogReading:
     """Read every log of the job once. ``paths`` may hold "-" for ``stdin``; a missing or mostly
     binary file is an ``InputError`` naming it."""
+    from jobs.recorded_stacks import MAX_CHARS, diagnosis_from_dump, looks_like_dump
+
     events, collector, head = EventCollector(), ErrorLineCollector(), list[str]()
     size = 0
+    dump: list[str] | None = []  # the text, while it may be a recorded stack dump (bounded)
+    dumped = 0
     for line in read_job(paths, stdin):
         if size < HEAD_CHARS:
             head.append(line.text[: HEAD_CHARS - size] + "\n")
             size += len(head[-1])
+        if dump is not None:
+            dump.append(line.text)
+            dumped += len(line.text) + 1
+            if dumped > MAX_CHARS or (len(dump) == 80 and not looks_like_dump(dump)):
+                dump = None
         events.feed(line)
         collector.feed(line.text)
     diagnosis = triage_events(events.result(), question)
+    silent = diagnosis is None or (diagnosis.root_cause is not None and not diagnosis.symptoms
+                                   and diagnosis.root_cause.category in ("unknown", "rendezvous"))
+    if silent and dump and looks_like_dump(dump):  # py-spy or faulthandler stacks: where each process waits
+        diagnosis = diagnosis_from_dump("\n".join(dump)) or diagnosis
     return LogReading("".join(head), collector.result(), diagnosis)
 
 
