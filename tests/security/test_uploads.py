@@ -28,11 +28,17 @@ def _respond(chat: WebChat, text: str, upload: Path) -> list[dict[str, Any]]:
     return turns[-1]
 
 
+def _answer(messages: list[dict[str, Any]]) -> str:
+    """The turn's answer: right under the question (the probes that made it follow it)."""
+    asked = max(i for i, message in enumerate(messages) if message["role"] == "user")
+    return str(messages[asked + 1]["content"])
+
+
 def test_a_bundle_uploaded_to_the_web_is_the_bundles_machine(use_shared_index: Path, tmp_path: Path) -> None:
     path = tmp_path / "node3.json"
     path.write_text(json.dumps(bundle()), encoding="utf-8")
     messages = _respond(_chat(use_shared_index, tmp_path), "NCCL hangs at init", path)
-    answer = str(messages[-1]["content"])
+    answer = _answer(messages)
     assert "node3.json" in answer and "NCCL_IFNAME_MISSING" in answer
     assert EVIL_FIX not in answer
 
@@ -42,7 +48,7 @@ def test_a_bundle_upload_above_the_cap_is_one_line(use_shared_index: Path, tmp_p
     path = tmp_path / "node3.json"
     path.write_text(json.dumps({**bundle(), "padding": "x" * 20_000}), encoding="utf-8")
     messages = _respond(_chat(use_shared_index, tmp_path), "NCCL hangs at init", path)
-    shown = str(messages[-1]["content"])
+    shown = _answer(messages)
     assert "bundle cap (TRAINDOC_MAX_BUNDLE_MB)" in shown
     assert "\n" not in shown.strip()
 
@@ -76,15 +82,15 @@ def test_uploads_past_the_readers_are_refused_in_one_line_and_questions_still_an
     original = web.UPLOAD_WAIT_S
     web.UPLOAD_WAIT_S = 0.1
     try:
-        refused = str(_respond(chat, "why did it die?", log)[-1]["content"])
-        answered = [state for state, *_ in chat.respond("CUDA out of memory, what now?", [], None, [])][-1]
+        refused = _answer(_respond(chat, "why did it die?", log))
+        answered = _answer([state for state, *_ in chat.respond("CUDA out of memory, what now?", [], None, [])][-1])
     finally:
         web.UPLOAD_WAIT_S = original
         for _ in range(held):
             web.UPLOAD_READERS.release()
     assert held == 2
     assert "reading other uploaded logs" in refused and "\n" not in refused.strip() and str(tmp_path) not in refused
-    assert "out of memory" in str(answered[-1]["content"]).lower()
+    assert "out of memory" in answered.lower()
 
 
 def test_an_upload_error_names_the_file_never_the_servers_path(tmp_path: Path) -> None:
