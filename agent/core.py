@@ -274,10 +274,11 @@ class Troubleshooter:
         job = self._job_diagnosis(question, snapshot, timings, started)
         t0 = time.perf_counter()
         boost = diagnosis.boost_text() if diagnosis is not None else ""
+        quote = question.needs_a_quote()  # read once: it reads the question's error lines
         result = retriever.search(text, k=self.settings.top_k, mode=mode, boost_text=boost,  # type: ignore[arg-type]
-                                  require_quote=question.needs_a_quote(), among="documents")
+                                  require_quote=quote, among="documents")
         found = retriever.search(text, k=1, mode=mode, boost_text=boost,  # type: ignore[arg-type]
-                                 require_quote=question.needs_a_quote(), among="runbooks")
+                                 require_quote=quote, among="runbooks")
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
         lang = language_of(question.text)
         shown = [retriever.shown(h.chunk, lang) for h in result.hits]  # a section in the asker's language
