@@ -289,15 +289,16 @@ class Troubleshooter:
         ]
         # The sections that quote the question's own error message (they are about it, whatever else they cover): most
         # of the message, not its exception class and a word (half of it is what unrelated sections share).
-        quoting = {c.chunk_id for c, h in zip(citations, result.hits, strict=True) if h.signals.get("error", 0) >= QUOTES_IT}
+        quoting = {c.chunk_id for c, h in zip(citations, result.hits, strict=True) if h.signals.get("quote", 0) >= QUOTES_IT}
         nearest: list[Citation] = []
+        retrieved = citations
         no_match, confidence = result.no_match, result.confidence
         if no_match:
             citations, nearest = [], citations[:3]
         elif wrong := contradicted(citations, gpu_archs(self._machine_evidence(question, job, diagnosis))):
             citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in wrong), 1)]
             no_match = not citations  # a section written for another GPU is not the answer
-        from agent.lead import CHOSEN_CONFIDENCE, Retrieved, about_finding, choose, documents_after, lead_with
+        from agent.lead import CHOSEN_CONFIDENCE, Retrieved, about_finding, choose, documents_after, hang_stage, lead_with
 
         runbook = None
         best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
@@ -308,7 +309,8 @@ class Troubleshooter:
         if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
                              None if result.no_match else result.confidence)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
-            citations = documents_after(runbook, confidence == CHOSEN_CONFIDENCE, citations, quoting)
+            citations = documents_after(runbook, confidence == CHOSEN_CONFIDENCE, citations, quoting, retrieved,
+                                        hang_stage(question.text, job, runbook))
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
         evidence = self._machine_evidence(question, job, diagnosis)
         citations = [reviewed(c, lang, evidence) for c in citations]  # nothing is shown unchecked

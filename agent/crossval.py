@@ -55,7 +55,7 @@ class Record:
         from corpus.retrieval import QUOTED
 
         for position, found in enumerate(self.candidates):
-            if model.decide(found)[0] and (not self.quote_required or found.quoted_error >= QUOTED):
+            if model.decide(found)[0] and (not self.quote_required or found.quoted_message >= QUOTED):
                 return False, _promoted(self.rank, position)
         return True, None
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.answer import Citation
 from common.language import Lang, say
-from corpus.kinds import about_other_kinds
+from corpus.kinds import about_other_kinds, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from jobs.render import worsening
 from runbooks.catalog import Item, Runbook
@@ -68,13 +68,31 @@ def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting
     return [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
 
 
-def documents_after(book: Runbook, established: bool, answering: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:
+def documents_after(book: Runbook, established: bool, answering: Sequence[Citation], quoting: Collection[str],
+                    retrieved: Sequence[Citation] = (), hang_stage: bool = False) -> list[Citation]:
     """The documents' sections cited after the runbook: those the answerability check let through (``answering``);
     where the kind is ``established`` (the diagnosis's, the pasted message's or the reported hang stage's, not a
     likeness), less those about another failure. Citing the sections recorded about the kind where none answered
     cost 2 of 25 held-out unanswerable reports their right no_match (a device-side assert is not the seed's CUDA set-up)
-    and won one answerable report of 158: a kind says which failure, not that a section answers this report of it."""
-    return about_the_same_failure(book, answering, quoting) if established else list(answering)
+    and won one answerable report of 158: a kind says which failure, not that a section answers this report of it.
+    A hang is the exception (``hang_stage``: the report says the job hangs and where): a hang has no message of its
+    own for a section to differ by, so the stage names the failure whole, and the sections retrieval found
+    (``retrieved``) that are recorded about that very kind answer it although none scored as answering."""
+    if not established:
+        return list(answering)
+    if not answering and hang_stage:
+        kinds = related_kinds(book.kind)
+        return [c for c in retrieved if set(section_kinds(c.source, c.section).kinds) & kinds]
+    return about_the_same_failure(book, answering, quoting)
+
+
+def hang_stage(text: str, job: JobDiagnosis | None, book: Runbook) -> bool:
+    """The runbook is the kind of a hang the report shows: a job diagnosed as hanging, or a question saying its job
+    hangs at the stage this runbook is about (runbooks.choose.for_hang)."""
+    if job is not None and job.root_cause is not None:
+        return job.kind == "hang"
+    hung = for_hang(text)
+    return hung is not None and hung.kind == book.kind
 
 
 LAUNCHER_REACTIONS = frozenset({"killed_by_launcher", "launcher_summary"})
@@ -132,6 +150,6 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
 
 
 __all__ = [
-    "CHOSEN_CONFIDENCE", "Retrieved", "about_finding", "about_the_same_failure", "choose",
+    "CHOSEN_CONFIDENCE", "Retrieved", "about_finding", "about_the_same_failure", "choose", "hang_stage",
     "documents_after", "lead_with", "runbook_lead",
 ]

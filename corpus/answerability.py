@@ -136,6 +136,7 @@ class Evidence:
     agreement: float = 0.0
     family: float = 0.0
     platform: float = 0.0
+    quoted_message: float = 0.0  # quoted_error less the messages that only head others (not a feature of the model)
 
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
@@ -156,6 +157,7 @@ def evidence(
     ranks: Sequence[int],
     family: float,
     platform: float = 0.0,
+    quoted_message: float = 0.0,
 ) -> Evidence:
     """The evidence for one question and its best section.
 
@@ -178,7 +180,7 @@ def evidence(
     margin = dense - float(np.mean(others)) if others and dense > 0 else 0.0
     agreement = sum(r < 3 for r in ranks) / len(ranks) if ranks else 0.0
     return Evidence(ident_oov, word_oov, ident_oov * word_oov, error_cover, quoted_error, dense, margin, agreement, family,
-                    platform)
+                    platform, quoted_message)
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ class Retriever:
         self._last_query: tuple[str, np.ndarray] | None = None
         self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
                                      for c in snapshot.chunks], dtype=np.int32)
+        self._specific: np.ndarray | None = None  # which quoted messages say which failure (_specific_messages)
 
     def search(
         self,
@@ -176,6 +177,7 @@ class Retriever:
         if mode == "hybrid":
             signals["heading"] = _scaled(self.snapshot.heading_bm25.scores(query_tokens) * keep)
             signals["error"] = self._error_match(errors or [query]) * keep
+            signals["quote"] = self._error_match(errors or [query], self._specific_messages()) * keep
         cosine = None
         if mode in ("hybrid", "dense") and self._dense is not None and self._embedder is not None:
             cosine = self._cosines(query, errors, size, skipped=size - int(keep.sum())) * keep
@@ -249,7 +251,7 @@ class Retriever:
             result.candidates.append(self._evidence(query, errors, index, signals, cosine, family, platform, among))
         decisions = [self.answerability.decide(found) for found in result.candidates]
         if require_quote:
-            decisions = [(answers, p) if found.quoted_error >= QUOTED else (False, min(p, found.quoted_error))
+            decisions = [(answers, p) if found.quoted_message >= QUOTED else (False, min(p, found.quoted_message))
                          for (answers, p), found in zip(decisions, result.candidates, strict=True)]
         checked = result.hits[:CHECKED]
         result.answering = [hit.chunk.chunk_id for hit, (answers, _) in zip(checked, decisions, strict=False) if answers]
@@ -275,6 +277,7 @@ class Retriever:
         return evidence(
             question=query, errors=errors, section_text=f"{chunk.section}\n{chunk.text}", bm25=self._vocabulary(among),
             quoted_error=float(signals["error"][top]) if "error" in signals else 0.0,
+            quoted_message=float(signals["quote"][top]) if "quote" in signals else 0.0,
             dense=_at_most_nearest(cosine, top) if cosine is not None else 0.0, dense_others=others, ranks=ranks, family=family,
             platform=platform,
         )
@@ -313,10 +316,21 @@ class Retriever:
                 scores[index] = similarity
         return scores
 
-    def _error_match(self, lines: list[str]) -> np.ndarray:
-        """Per chunk: the best share of a quoted error message found in one of the query's lines."""
+    def _error_match(self, lines: list[str], counted: np.ndarray | None = None) -> np.ndarray:
+        """Per chunk: the best share of a quoted error message (of those ``counted``) found in one of the query's
+        lines."""
         asked = [s for s in (signature(line) for line in lines) if s]
-        return self.snapshot.signatures.best_share(asked)
+        return self.snapshot.signatures.best_share(asked, counted=counted)
+
+    def _specific_messages(self) -> np.ndarray:
+        """The quoted messages that say which failure: not the generic head several documents' messages share
+        (SignatureIndex.specific; a document is a file, its renderings and other languages one with it)."""
+        if self._specific is None:
+            numbers: dict[str, int] = {}
+            document_of = np.array([numbers.setdefault(_document_key(self._logical[c.source]), len(numbers))
+                                    for c in self.snapshot.chunks], dtype=np.int32)
+            self._specific = self.snapshot.signatures.specific(document_of)
+        return self._specific
 
     def _best_per_section(self, fused: np.ndarray, signals: dict[str, np.ndarray], k: int) -> list[Hit]:
         leading = self._leading(fused, 64 * k)
@@ -366,3 +380,10 @@ def _head_and_errors(text: str) -> str:
     """A very long paste: keep its opening (the user's words) and its error lines."""
     lines = text.splitlines()
     return (text[:2000] + "\n" + "\n".join(error_lines(lines, limit=60)))[:MAX_QUERY_CHARS]
+
+
+def _document_key(source: str) -> str:
+    """One document however many languages it is in: a runbook by its kind (runbooks/en/x.md, runbooks/zh/x.md),
+    any other source by its path (a rendering is already its original here)."""
+    runbook = RUNBOOK.search(source)
+    return f"runbook:{runbook.group('stem')}" if runbook else source

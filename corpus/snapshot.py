@@ -27,6 +27,9 @@ from corpus.lexical import BM25Index, tokenize
 from corpus.store import StoredChunk, snapshot_path
 
 FORMAT = "7"
+GENERIC_SHARE = 0.8  # share of a quoted message inside a longer one, for it to be that one's head
+GENERIC_LONGER = 2.0  # how much longer the message it heads is
+GENERIC_DOCUMENTS = 3  # how many other documents quote messages it heads, for it to be generic
 log = logging.getLogger(__name__)
 
 
@@ -50,20 +53,52 @@ class SignatureIndex:
         self.length = np.maximum(np.array(lengths, dtype=np.float32), 1)
         self.postings = {t: np.array(ids, dtype=np.int32) for t, ids in postings.items()}
 
-    def best_share(self, asked: Sequence[frozenset[str]], min_shared: int = 3) -> np.ndarray:
-        """Per chunk: the largest share of one quoted message found in one asked line."""
+    def best_share(self, asked: Sequence[frozenset[str]], min_shared: int = 3,
+                   counted: np.ndarray | None = None) -> np.ndarray:
+        """Per chunk: the largest share of one quoted message found in one asked line (``counted``: a mask of the
+        messages that count, all when None)."""
         best = np.zeros(self.chunks, dtype=np.float32)
         if not len(self.owner):
             return best
         for tokens in asked:
-            shared = np.zeros(len(self.owner), dtype=np.float32)
-            for token in tokens:
-                ids = self.postings.get(token)
-                if ids is not None:
-                    shared[ids] += 1
+            shared = self._shared(tokens)
             share = np.where(shared >= min_shared, shared / self.length, 0).astype(np.float32)
+            if counted is not None:
+                share = share * counted
             np.maximum.at(best, self.owner, share)
         return best
+
+    def _shared(self, tokens: frozenset[str] | set[str]) -> np.ndarray:
+        shared = np.zeros(len(self.owner), dtype=np.float32)
+        for token in tokens:
+            ids = self.postings.get(token)
+            if ids is not None:
+                shared[ids] += 1
+        return shared
+
+    def messages(self) -> list[set[str]]:
+        """Each quoted message's tokens, by message number."""
+        tokens: list[set[str]] = [set() for _ in range(len(self.owner))]
+        for token, ids in self.postings.items():
+            for index in ids:
+                tokens[int(index)].add(token)
+        return tokens
+
+    def specific(self, document_of: np.ndarray, share: float = GENERIC_SHARE, longer: float = GENERIC_LONGER,
+                 documents: int = GENERIC_DOCUMENTS) -> np.ndarray:
+        """Per message: 1.0 unless it is the common head of other messages (``document_of``: chunk -> document
+        number). A message most of which (``share``) is inside longer messages (``longer`` times its length)
+        quoted by ``documents`` other documents is the generic part those failures share, as
+        ``torch.distributed.DistBackendError: NCCL error`` heads a duplicate GPU, an interface error and a lost
+        peer alike: a question showing it quotes none of them."""
+        mask = np.ones(len(self.owner), dtype=np.float32)
+        owners = document_of[self.owner] if len(self.owner) else self.owner
+        for index, tokens in enumerate(self.messages()):
+            inside = (self._shared(tokens) >= share * self.length[index]) & (self.length >= longer * self.length[index])
+            others = set(owners[inside].tolist()) - {int(owners[index])}
+            if len(others) >= documents:
+                mask[index] = 0.0
+        return mask
 
 
 @dataclass

@@ -77,3 +77,15 @@ def test_a_question_past_the_cap_is_read_as_the_log_it_is(cli: CliRunner) -> Non
     assert answer["question"] == "why did my job die?"
     assert answer["diagnosis"]["root_cause"]["category"] == "oom"
     assert runbook_of(answer["citations"]) == "cuda_oom", answer["citations"][:2]
+
+
+def test_a_long_report_of_a_hang_at_deepspeed_init_cites_the_documents_on_that_hang(cli: CliRunner) -> None:
+    """Prose no section's words answer (a team's own loader, tokenizer, versions) around a hang at a stage: the stage's
+    runbook leads and the documents' sections retrieval found about that hang follow it."""
+    report = ("Pretraining with our own mathcorpus loader and a sentencepiece tokenizer we trained ourselves: once the "
+              "shards are tokenized, the launcher starts 4 processes on one node, prints the zero_optimization block, "
+              "and then the job hangs in deepspeed init. Launching through accelerate instead gives the same hang. "
+              "transformers 4.44, accelerate 0.33, python 3.10.")
+    answer = _ask(cli, report)
+    assert runbook_of(answer["citations"]) == "deepspeed_init_hang", answer["citations"][:2]
+    assert any("初始化进程卡住" in c["section"] for c in documents(answer["citations"])), answer["citations"]

@@ -12,7 +12,7 @@ from clikit import ROOT
 from agent.answer import Citation
 from agent.compose import compose
 from agent.core import reviewed
-from agent.lead import about_the_same_failure, documents_after, lead_with
+from agent.lead import about_the_same_failure, documents_after, hang_stage, lead_with
 from common.settings import Settings
 from corpus.indexer import document_chunks
 from corpus.kinds import answers_kind, section_kinds
@@ -116,6 +116,27 @@ def test_sections_after_a_runbook_are_those_that_answer_less_other_failures_wher
     assert [c.section for c in documents_after(book, True, [arch, init], set())] == [INIT_002]
     assert [c.section for c in documents_after(book, False, [arch, init], set())] == [ARCH_000, INIT_002]  # a likeness
     assert documents_after(book, True, [], set()) == []  # none answers: the kind alone cites nothing
+
+
+def test_a_reported_hang_at_a_stage_cites_the_retrieved_sections_about_that_stage_where_none_answered() -> None:
+    book = runbooks()[("deepspeed_init_hang", "en")]
+    init, arch = _seed_citation(2, INIT_002), _seed_citation(3, ARCH_000)
+    # nothing answered: the retrieved sections recorded about the hang's kind follow; one about another failure does not
+    assert [c.section for c in documents_after(book, True, [], set(), [arch, init], hang_stage=True)] == [INIT_002]
+    assert documents_after(book, True, [], set(), [arch, init], hang_stage=False) == []  # an error's kind: nothing
+    assert documents_after(book, False, [], set(), [arch, init], hang_stage=True) == []  # a likeness: nothing
+    answered = documents_after(book, True, [init], set(), [arch, init], hang_stage=True)
+    assert [c.section for c in answered] == [INIT_002]  # what answered is what follows
+
+
+@pytest.mark.parametrize(("report", "kind", "expected"), [
+    ("deepspeed 一直在等，日志停在 Initializing TorchBackend in DeepSpeed with backend nccl", "deepspeed_init_hang", True),
+    ("my job hangs in deepspeed.initialize on 8 GPUs", "deepspeed_init_hang", True),
+    ("my job hangs in deepspeed.initialize on 8 GPUs", "collective_timeout", False),  # another runbook than the stage's
+    ("deepspeed.initialize fails with a config error", "deepspeed_init_hang", False),  # no hang reported
+])
+def test_a_hang_stage_is_the_runbook_of_the_stage_the_report_says_it_hangs_at(report: str, kind: str, expected: bool) -> None:
+    assert hang_stage(report, None, runbooks()[(kind, "en")]) is expected
 
 
 def test_a_start_up_progress_line_names_its_kind_only_where_the_job_hangs_there() -> None:
