@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.answer import Answer
-from common.language import language_of
+from common.language import Lang, language_of, say
 from common.redaction import Redactor
 from common.textsafe import GRAVE, escape_mrkdwn
 from ui.slack_feedback import button_value
@@ -17,7 +17,6 @@ from ui.slack_mrkdwn import plain as plain_text
 from ui.slack_mrkdwn import plain_line, to_mrkdwn
 from ui.slack_sources import source_line
 
-VERDICT_FIX = {"en": "fix", "zh": "修复"}  # the notification line's label for the first fix
 SECTION_LIMIT = 2900  # Slack's section text limit is 3000 characters
 MAX_BLOCKS = 45
 
@@ -55,7 +54,7 @@ def notification_line(answer: Answer, redact: Any = None) -> str:
     if verdict is not None and not cause:
         parts = [plain_text(redact(verdict.cause)), plain_text(redact(verdict.where))]
         if fix := plain_text(redact(verdict.fix_line or verdict.fix_text), 160):
-            parts.append(f"{VERDICT_FIX.get(language_of(answer.question), 'fix')}: {fix}")
+            parts.append(say("slack_fix", language_of(answer.question), text=fix))
         cause = " · ".join(p for p in parts if p)
     line = plain_text(cause) if cause else plain_line(redact(answer.answer))
     return escape_mrkdwn(redact(line or plain_text(redact(answer.question), 200)))
@@ -67,39 +66,40 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool,
     The buttons carry what feedback needs after a restart (``ui.slack_feedback``); ``share_button`` offers to
     post an ephemeral answer to the channel."""
     redact = Redactor().redact
+    lang = language_of(answer.question)  # every label in the asker's language
     fallback = notification_line(answer, redact)
     head: list[dict[str, Any]] = []
     if answer.notice:
-        head.append({"type": "context", "elements": [mrkdwn(plain(f"note: {answer.notice}", redact))]})
+        head.append({"type": "context", "elements": [mrkdwn(plain(say("slack_note", lang, text=answer.notice), redact))]})
     tail: list[dict[str, Any]] = []
     if answer.citations:
         tail.append({"type": "divider"})
-        tail.append(_section("*Sources*\n" + "\n".join(source_line(c, redact) for c in answer.citations)))
+        tail.append(_section(f"*{say('slack_sources', lang)}*\n" + "\n".join(source_line(c, redact, lang) for c in answer.citations)))
     problems = [f for f in answer.findings if f.status in ("problem", "error", "timed_out")]
     if problems:
         lines = [f"• *{plain(f.code, redact)}* ({plain(f.probe, redact)}): {plain(f.summary, redact)}"
-                 + (f"\n   fix: {plain(f.fix, redact)}" if f.fix else "") for f in problems]
-        tail.append(_section("*Probe findings*\n" + "\n".join(lines)))
+                 + (f"\n   {say('slack_fix', lang, text=plain(f.fix, redact))}" if f.fix else "") for f in problems]
+        tail.append(_section(f"*{say('slack_probe_findings', lang)}*\n" + "\n".join(lines)))
     value = button_value(answer, answer_id, fallback)
     elements = [_button(":+1:", "traindoc_feedback_up", value), _button(":-1:", "traindoc_feedback_down", value)]
     if share_button:
-        elements.append(_button("Share to channel", "traindoc_share", value))
+        elements.append(_button(say("slack_share", lang), "traindoc_share", value))
     if probes_button:
-        elements.append(_button("Run the probes", "traindoc_run_probes", answer_id))
+        elements.append(_button(say("slack_run_probes", lang), "traindoc_run_probes", answer_id))
     tail.append({"type": "actions", "elements": elements})
     # 4 characters short of the section limit: room for a code fence closed at the end of a chunk
     body: list[dict[str, Any]] = [_section(part) for part in _chunks(to_mrkdwn(redact(answer.answer)), SECTION_LIMIT - 4)]
     room = MAX_BLOCKS - len(head) - len(tail)
     if len(body) > room:
         body = body[:room - 1] + [{"type": "context", "elements": [
-            mrkdwn("_answer shortened for Slack: ask the same question with `ask` for all of it_")]}]
+            mrkdwn(f"_{say('slack_shortened', lang)}_")]}]
     return fallback[:SECTION_LIMIT], head + body + tail
 
 
-def probe_blocks(results: list[Any]) -> list[dict[str, Any]]:
+def probe_blocks(results: list[Any], lang: Lang = "en") -> list[dict[str, Any]]:
     redact = Redactor().redact
     lines = [f"• `{_code(r.probe, redact)}`: *{plain(str(r.status), redact)}* — {plain(r.summary, redact)}" for r in results]
-    return [_section("*Probe report (bot host)*\n" + "\n".join(lines))]
+    return [_section(f"*{say('slack_probe_report', lang)}*\n" + "\n".join(lines))]
 
 
 def plain(text: str, redact: Any = None) -> str:

@@ -204,7 +204,7 @@ class SlackBridge:
         thread_ts = event.get("thread_ts") or event.get("ts")
         if not self.rate.allow(user):
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
-                       text="You are asking faster than I can answer: try again in a minute.")
+                       text=reply("too_fast", event.get("text") or ""))
             return
         ts = event.get("ts")
         self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=ts, name="eyes")
@@ -219,7 +219,7 @@ class SlackBridge:
         except Exception as exc:  # never leave the user with only the :eyes: reaction
             log.error("slack: answering failed: %s: %s", type(exc).__name__, Redactor().redact(str(exc))[:300])
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
-                       text=":warning: traindoc could not answer this one; the error is in the bot's log.")
+                       text=reply("could_not_answer", event.get("text") or ""))
             self._settle(client, channel, ts, "x")
             return
         posted = self.post_answer(client, answer, channel=channel, thread_ts=thread_ts)
@@ -342,14 +342,13 @@ class SlackBridge:
         ack()
         text = (command.get("text") or "").strip()
         if not text:
-            respond(text="Usage: /traindoc QUESTION (for example: /traindoc why is NCCL hanging)", response_type="ephemeral")
+            respond(text=reply("usage"), response_type="ephemeral")
             return
         if self.options.channels and command.get("channel_id") not in self.options.channels:
-            respond(text="traindoc answers only in its configured channels (TRAINDOC_SLACK_CHANNELS).",
-                    response_type="ephemeral")
+            respond(text=reply("only_configured", text), response_type="ephemeral")
             return
         if not self.rate.allow(command.get("user_id", "")):
-            respond(text="You are asking faster than I can answer: try again in a minute.", response_type="ephemeral")
+            respond(text=reply("too_fast", text), response_type="ephemeral")
             return
         answer = self.troubleshooter.ask(Question(text=text, probes=self.options.host_probes))
         answer_id = self._remember(answer)

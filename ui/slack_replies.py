@@ -23,6 +23,22 @@ REPLIES: dict[str, dict[str, str]] = {
         "en": "{user} shared traindoc's answer to: {question}",
         "zh": "{user} 分享了 traindoc 对这个问题的回答：{question}",
     },
+    "too_fast": {
+        "en": "You are asking faster than I can answer: try again in a minute.",
+        "zh": "提问太快了，我来不及回答：请一分钟后再试。",
+    },
+    "could_not_answer": {
+        "en": ":warning: traindoc could not answer this one; the error is in the bot's log.",
+        "zh": ":warning: traindoc 没能回答这个问题；错误记录在机器人的日志里。",
+    },
+    "usage": {
+        "en": "Usage: /traindoc QUESTION (for example: /traindoc why is NCCL hanging)",
+        "zh": "用法：/traindoc 问题（例如：/traindoc 为什么 NCCL 卡住了）",
+    },
+    "only_configured": {
+        "en": "traindoc answers only in its configured channels (TRAINDOC_SLACK_CHANNELS).",
+        "zh": "traindoc 只在配置的频道中回答（TRAINDOC_SLACK_CHANNELS）。",
+    },
     "share_failed": {
         "en": "Could not post to this channel ({error}): invite the bot with /invite @traindoc, then share again.",
         "zh": "无法发到这个频道（{error}）：先用 /invite @traindoc 邀请机器人，再分享。",

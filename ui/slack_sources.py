@@ -20,6 +20,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from agent.answer import Citation
+from common.language import Lang, say
 from common.settings import REPO_ROOT
 from common.textsafe import escape_mrkdwn
 from corpus.frontmatter import split_front_matter
@@ -35,8 +36,20 @@ MAX_REFS = 2
 class Origin:
     url: str = ""  # where the document came from (a permalink where it is pinned)
     label: str = ""  # the document as a reader knows it ("LightRFT troubleshooting_zh.md")
-    note: str = ""  # e.g. "snapshot at 8c876fd; upstream has changed since (now 49e62cb)"
+    snapshot: str = ""  # the commit the shipped copy was taken at
+    moved_on: str = ""  # upstream's commit when last checked, where it is not the snapshot's
+    checked: str = ""  # a traindoc runbook: when its facts were checked
     refs: tuple[str, ...] = ()  # a runbook's upstream sources
+
+    def notes(self, lang: Lang) -> list[str]:
+        """What the corpus says about the copy shown, in the asker's language."""
+        said = []
+        if self.snapshot:
+            said.append(say("source_snapshot", lang, commit=self.snapshot)
+                        + (say("source_moved_on", lang, now=self.moved_on) if self.moved_on else ""))
+        if self.checked:
+            said.append(say("source_runbook", lang, date=self.checked))
+        return said
 
 
 def _advice_data(name: str) -> dict[str, Any]:
@@ -56,11 +69,9 @@ def _seed_origins() -> dict[str, Origin]:
             continue
         repo, commit, path = pinned.group("repo", "commit", "path")
         now = str(checked.get(repo, "")).split(" ", 1)[0]
-        note = f"snapshot at {commit}"
-        if now and not now.startswith(commit) and not commit.startswith(now):
-            note += f"; upstream has changed since (checked at {now})"
+        moved_on = now if now and not now.startswith(commit) and not commit.startswith(now) else ""
         origins[PurePath(name).stem] = Origin(f"https://github.com/{repo}/blob/{commit}/{path}",
-                                              f"{row.get('project', repo)} {PurePath(path).name}", note)
+                                              f"{row.get('project', repo)} {PurePath(path).name}", commit, moved_on)
     return origins
 
 
@@ -88,7 +99,7 @@ def origin(source: str) -> Origin:
             return Origin(value, str(meta.get("title") or ""))
     if meta.get("kind") and meta.get("checked"):  # a runbook: traindoc's own, built from upstream sources
         refs = tuple(s for s in (str(x) for x in meta.get("sources") or ()) if URL.fullmatch(s))[:MAX_REFS]
-        return Origin("", str(meta.get("title") or ""), f"traindoc runbook, checked {meta['checked']}", refs)
+        return Origin("", str(meta.get("title") or ""), checked=str(meta["checked"]), refs=refs)
     return Origin(label=str(meta.get("title") or ""))
 
 
@@ -102,8 +113,8 @@ def readable_title(citation: Citation) -> str:
     return f"{heading} — {document}" if document and document != heading else heading
 
 
-def source_line(citation: Citation, redact: Any) -> str:
-    """``[n] <url|title>`` (mrkdwn), with what the corpus says about the copy shown."""
+def source_line(citation: Citation, redact: Any, lang: Lang = "en") -> str:
+    """``[n] <url|title>`` (mrkdwn), with what the corpus says about the copy shown, in ``lang``."""
     found = origin(citation.source)
     title = escape_mrkdwn(redact(readable_title(citation)))[:300]
     if found.url:
@@ -114,14 +125,12 @@ def source_line(citation: Citation, redact: Any) -> str:
     if found.label and found.url:
         notes.append(escape_mrkdwn(redact(found.label)))
     if citation.lang:
-        notes.append(f"{citation.lang} rendering")
-    if found.note:
-        notes.append(escape_mrkdwn(found.note))
+        notes.append(say("source_rendering", lang, language=citation.lang))
+    notes += [escape_mrkdwn(note) for note in found.notes(lang)]
     if citation.advice:
-        notes.append(f"traindoc corrected or marked {len(citation.advice)} passage{'s' if len(citation.advice) != 1 else ''}"
-                     " in the copy shown")
+        notes.append(say("source_corrected", lang, n=len(citation.advice)))
     if found.refs:
-        notes.append("sources: " + ", ".join(f"<{ref}|{_label(_host(ref))}>" for ref in found.refs))
+        notes.append(say("source_refs", lang, links=", ".join(f"<{ref}|{_label(_host(ref))}>" for ref in found.refs)))
     return line + (f"\n      {' · '.join(notes)}" if notes else "")
 
 

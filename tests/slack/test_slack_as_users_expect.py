@@ -37,8 +37,10 @@ def ask(bot: Bot, text: str, **extra: object) -> tuple[str, dict]:
 
 
 def sources_of(answer: dict) -> str:
+    """The Sources block, headed in the asker's language (*Sources* or *来源*)."""
     text = blocks_text(answer)
-    return text[text.index("*Sources*"):] if "*Sources*" in text else ""
+    heading = next((h for h in ("*Sources*", "*来源*") if h in text), None)
+    return text[text.index(heading):] if heading else ""
 
 
 def click(action_id: str, value: str, *, channel: str = "C1", thread_ts: str | None = None, user: str | None = None,
@@ -103,7 +105,7 @@ def test_sources_are_links_or_readable_titles_never_hash_names(bot: Bot) -> None
     sources = sources_of(answer)
     assert sources and not HASH_NAME.search(sources), sources
     assert "<https://github.com/opendilab/LightRFT/blob/8c876fd/" in sources, sources  # the seed's upstream snapshot
-    assert "upstream has changed since" in sources
+    assert "上游此后已有更新" in sources, sources  # upstream moved on, said in the asker's language
 
 
 def test_a_chinese_answer_has_no_literal_emphasis_in_slack(bot: Bot) -> None:

@@ -230,3 +230,15 @@ def test_the_bots_own_replies_follow_the_askers_language() -> None:
     assert reply("thanks_up", "训练卡住了怎么办") == "谢谢，已记录：这个回答有帮助。"
     assert reply("thanks_up", "why does NCCL hang?").startswith("Thanks, recorded")
     assert reply("shared", "why?", user="<@U1>", question="why?") == "<@U1> shared traindoc's answer to: why?"
+
+
+def test_a_chinese_askers_answer_has_every_label_and_button_in_chinese() -> None:
+    answer = sample_answer("### 原因\n显存不足", n_citations=1, findings=1)
+    answer.question = "训练时显存不足怎么办？"
+    answer.notice = "新文档正在索引"
+    _, blocks = answer_blocks(answer, "a1b2c3", probes_button=True, share_button=True)
+    shown = "\n".join(texts(blocks))
+    for label in ("*来源*", "*探针发现的问题*", "修复：", "提示：新文档正在索引", "分享到频道", "运行探针"):
+        assert label in shown, label
+    for english in ("*Sources*", "Probe findings", "Share to channel", "Run the probes", "note:"):
+        assert english not in shown, english
