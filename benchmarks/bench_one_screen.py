@@ -9,8 +9,8 @@ For 20 fixed inputs (10 pasted errors or questions in English and Chinese, 10 lo
   (the typed command's row and the first rows-1 output rows).
 - Web: ``traindoc web`` on 127.0.0.1 driven by Debian chromium through pip playwright (never ``playwright
   install``), one fresh browser context per input, at 1280x800 and 400x800: the question is submitted (or the log
-  uploaded with an empty question) and, once answered, are the answer's "Cause:" line and the first code block after
-  it (the first fix) inside both the chat box and the viewport, and on top (``elementFromPoint``), as the page stands
+  uploaded with an empty question) and, once answered, are the answer's "Cause:" line and its "First fix:" item (its
+  command where it has one, else its words) inside both the chat box and the viewport, and on top (``elementFromPoint``), as the page stands
   (playwright scrolls the page just enough to press Ask, as a phone user must)? The web answer is judged by its own
   verdict (its server's probes see that host's live processes); where it differs from ``ask``'s, that is printed.
 - Slack: the real ``traindoc slack`` against the fake Slack Web API of the tests; a mention (with the log as a file)
@@ -340,7 +340,9 @@ VISIBLE_JS = """
   const blocks = [...message.querySelectorAll('p, li')];
   const cause = blocks.find(el => /^(Cause|原因)[:：]/.test(squeeze(el.innerText))) || blocks[0] || null;
   const after = el => !cause || (cause.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING);
-  const fix = [...message.querySelectorAll('pre')].find(after) || null;
+  // the verdict's "First fix" item: its command when it has one (what a user copies), else its words
+  const first = blocks.find(el => /^(Firstfix|首先尝试)[:：]/.test(squeeze(el.innerText)));
+  const fix = first ? (first.querySelector('pre') || first) : ([...message.querySelectorAll('pre')].find(after) || null);
   const inView = el => {
     if (!el) return false;
     const box = el.getBoundingClientRect();
