@@ -176,8 +176,8 @@ class Retriever:
             signals["lexical"] = _scaled(self.snapshot.bm25.scores(query_tokens) * keep)
         if mode == "hybrid":
             signals["heading"] = _scaled(self.snapshot.heading_bm25.scores(query_tokens) * keep)
-            signals["error"] = self._error_match(errors or [query]) * keep
-            signals["quote"] = self._error_match(errors or [query], self._specific_messages()) * keep
+            quoted, specific = self._error_match(errors or [query])
+            signals["error"], signals["quote"] = quoted * keep, specific * keep
         cosine = None
         if mode in ("hybrid", "dense") and self._dense is not None and self._embedder is not None:
             cosine = self._cosines(query, errors, size, skipped=size - int(keep.sum())) * keep
@@ -316,15 +316,17 @@ class Retriever:
                 scores[index] = similarity
         return scores
 
-    def _error_match(self, lines: list[str], counted: np.ndarray | None = None) -> np.ndarray:
-        """Per chunk: the best share of a quoted error message (of those ``counted``) found in one of the query's
-        lines."""
+    def _error_match(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk: the best share of a quoted error message found in one of the query's lines, and of a message
+        that says which failure (not a generic head, _specific_messages)."""
         asked = [s for s in (signature(line) for line in lines) if s]
-        return self.snapshot.signatures.best_share(asked, counted=counted)
+        return self.snapshot.signatures.best_shares(asked, self._specific_messages())
 
     def _specific_messages(self) -> np.ndarray:
         """The quoted messages that say which failure: not the generic head several documents' messages share
         (SignatureIndex.specific; a document is a file, its renderings and other languages one with it)."""
+        if self._specific is None and (built := getattr(self.snapshot.signatures, "specific_mask", None)) is not None:
+            self._specific = built  # computed once when the index was built
         if self._specific is None:
             numbers: dict[str, int] = {}
             document_of = np.array([numbers.setdefault(_document_key(self._logical[c.source]), len(numbers))

@@ -24,9 +24,10 @@ from corpus.chunking import PATH_SEPARATOR
 from corpus.errorlines import error_lines, normalise
 from corpus.families import catalogue, catalogue_version, covered
 from corpus.lexical import BM25Index, tokenize
+from corpus.renderings import original_source
 from corpus.store import StoredChunk, snapshot_path
 
-FORMAT = "7"
+FORMAT = "8"
 GENERIC_SHARE = 0.8  # share of a quoted message inside a longer one, for it to be that one's head
 GENERIC_LONGER = 2.0  # how much longer the message it heads is
 GENERIC_DOCUMENTS = 3  # how many other documents quote messages it heads, for it to be generic
@@ -52,21 +53,30 @@ class SignatureIndex:
         self.owner = np.array(owners, dtype=np.int32)
         self.length = np.maximum(np.array(lengths, dtype=np.float32), 1)
         self.postings = {t: np.array(ids, dtype=np.int32) for t, ids in postings.items()}
+        self.specific_mask: np.ndarray | None = None  # set by build_snapshot (specific): read by every query
 
     def best_share(self, asked: Sequence[frozenset[str]], min_shared: int = 3,
                    counted: np.ndarray | None = None) -> np.ndarray:
         """Per chunk: the largest share of one quoted message found in one asked line (``counted``: a mask of the
         messages that count, all when None)."""
-        best = np.zeros(self.chunks, dtype=np.float32)
+        if counted is None:
+            return self.best_shares(asked, np.ones(len(self.owner), dtype=np.float32), min_shared)[0]
+        return self.best_shares(asked, counted, min_shared)[1]
+
+    def best_shares(self, asked: Sequence[frozenset[str]], counted: np.ndarray,
+                    min_shared: int = 3) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk, from one pass over the asked lines: the best share of any quoted message, and of those
+        ``counted`` (a mask over the messages)."""
+        every = np.zeros(self.chunks, dtype=np.float32)
+        only = np.zeros(self.chunks, dtype=np.float32)
         if not len(self.owner):
-            return best
+            return every, only
         for tokens in asked:
             shared = self._shared(tokens)
             share = np.where(shared >= min_shared, shared / self.length, 0).astype(np.float32)
-            if counted is not None:
-                share = share * counted
-            np.maximum.at(best, self.owner, share)
-        return best
+            np.maximum.at(every, self.owner, share)
+            np.maximum.at(only, self.owner, share * counted)
+        return every, only
 
     def _shared(self, tokens: frozenset[str] | set[str]) -> np.ndarray:
         shared = np.zeros(len(self.owner), dtype=np.float32)
@@ -163,11 +173,16 @@ def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors_for: Vec
             families[row, names.index(name)] = True
     navigation = re.compile(_glossary_data()["boilerplate_headings"], re.IGNORECASE)
     boilerplate = np.array([bool(navigation.match(c.section.split(PATH_SEPARATOR)[-1].strip())) for c in ordered])
+    index = SignatureIndex(signatures)
+    sources = {c.source for c in ordered}  # a document is one whatever its languages (a rendering is its original)
+    numbers: dict[str, int] = {}
+    index.specific_mask = index.specific(np.array(
+        [numbers.setdefault(original_source(c.source, sources) or c.source, len(numbers)) for c in ordered], dtype=np.int32))
     matrix = vectors_for([c.chunk_id for c in ordered]) if vectors_for is not None and ordered else None
     if matrix is not None:
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     return KnowledgeSnapshot(
-        version, list(ordered), BM25Index(documents), BM25Index(headings), SignatureIndex(signatures), families,
+        version, list(ordered), BM25Index(documents), BM25Index(headings), index, families,
         boilerplate, snapshot_format(), matrix, embed_model if matrix is not None else "",
     )
 
