@@ -342,7 +342,15 @@ VISIBLE_JS = """
   const after = el => !cause || (cause.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING);
   // the verdict's "First fix" item: its command when it has one (what a user copies), else its words
   const first = blocks.find(el => /^(Firstfix|首先尝试)[:：]/.test(squeeze(el.innerText)));
-  const fix = first ? (first.querySelector('pre') || first) : ([...message.querySelectorAll('pre')].find(after) || null);
+  // (the command sits in the item, or right after the verdict's list when the renderer lifts it out)
+  const lifted = el => {
+    const next = el && el.closest('ul, ol') ? el.closest('ul, ol').nextElementSibling : null;
+    if (!next) return null;
+    if (next.tagName === 'PRE') return next;
+    return next.querySelector('pre') && !next.querySelector('h1, h2, h3, h4, p, li') ? next.querySelector('pre') : null;
+  };
+  const fix = first ? (first.querySelector('pre') || lifted(first) || first)
+                    : ([...message.querySelectorAll('pre')].find(after) || null);
   const inView = el => {
     if (!el) return false;
     const box = el.getBoundingClientRect();
