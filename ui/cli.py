@@ -343,7 +343,8 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         return _web(args)
     if args.command == "slack":
         from agent.core import build_troubleshooter
-        from ui.slack_bot import SlackOptions, run
+        from ui.slack_bot import run
+        from ui.slack_options import SlackOptions
 
         settings = _settings(args)
         options = SlackOptions.from_settings(settings, port=args.port, host=args.host)
@@ -381,7 +382,8 @@ def _feedback_path() -> Path:
 
 def _web(args: argparse.Namespace) -> int:
     from agent.core import build_troubleshooter
-    from ui.web import DEFAULT_MAX_UPLOAD_MB, WebOptions, parse_auth, serve
+    from ui.web import DEFAULT_MAX_UPLOAD_MB, WebOptions, parse_auth
+    from ui.web_app import serve
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, not {args.port}")

@@ -8,7 +8,8 @@ an upstream), probe findings and feedback buttons whose clicks are thanked and r
 ``/traindoc`` answers ephemerally with a "Share to channel" button. Attached logs and `traindoc probe --json`
 bundles are downloaded (size limit) and analysed; the bot's own host is probed only when
 TRAINDOC_SLACK_PROBES=host. Retries never answer twice; bots are ignored; a per-user rate limit and
-a channel allowlist apply. Slack API errors become one log line naming the setting to fix.
+a channel allowlist apply. Slack API errors become one log line naming the setting to fix. The options and the
+rate limit are in ui.slack_options; attachments are downloaded and read by ui.slack_thread.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
-import urllib.request
 import uuid
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,95 +28,16 @@ from agent.core import Question, Troubleshooter
 from agent.feedback import FeedbackStore
 from common.errors import ConfigError, TraindocError
 from common.redaction import Redactor
-from common.settings import Settings
 from common.surrogates import escape_surrogates
 from ui.slack_blocks import answer_blocks, mrkdwn, notification_line, plain, probe_blocks
 from ui.slack_feedback import read_value
+from ui.slack_options import RateLimiter, SlackOptions, slack_error_line
 from ui.slack_replies import reply
-from ui.slack_thread import answer_metadata, thread_history
+from ui.slack_thread import answer_metadata, download_attachment, is_bundle, read_thread_log, thread_history
 
 log = logging.getLogger("traindoc.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
 SLACK_ID = re.compile(r"[UW][A-Z0-9]{2,20}")  # a user id as Slack sends it: the only mention the bot writes
-MAX_READ_LOGS = 200  # thread attachments read, kept by file id so a thread's follow-ups do not download again
-HINTS = {
-    "invalid_auth": "SLACK_BOT_TOKEN is wrong or revoked: copy the Bot User OAuth Token (xoxb-...) again",
-    "not_authed": "SLACK_BOT_TOKEN is not set",
-    "account_inactive": "SLACK_BOT_TOKEN belongs to a deleted app or user: reinstall the app",
-    "channel_not_found": "the channel does not exist or the bot cannot see it: check TRAINDOC_SLACK_CHANNELS and invite the bot",
-    "not_in_channel": "invite the bot to the channel (/invite @traindoc)",
-    "missing_scope": "add the missing scope in deploy/slack-manifest.yaml (OAuth scopes) and reinstall the app",
-    "ratelimited": "Slack rate-limited the bot: slow down or raise TRAINDOC_SLACK_RATE",
-}
-
-
-@dataclass(frozen=True)
-class SlackOptions:
-    bot_token: str
-    signing_secret: str | None = None
-    app_token: str | None = None
-    api_url: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 3000
-    channels: frozenset[str] = frozenset()
-    host_probes: bool = False
-    rate_per_minute: int = 6
-    max_file_mb: float = 20
-    feedback_db: Path | None = None
-    ephemeral_commands: bool = True
-
-    @classmethod
-    def from_settings(cls, settings: Settings, port: int, host: str) -> SlackOptions:
-        """The bot's options from the one settings object (SLACK_* tokens, TRAINDOC_SLACK_*)."""
-        if not settings.slack_bot_token:
-            raise ConfigError("SLACK_BOT_TOKEN is not set", hint="see README: Slack bot")
-        if not settings.slack_app_token and not settings.slack_signing_secret:
-            raise ConfigError("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP Events API)")
-        return cls(
-            bot_token=settings.slack_bot_token, signing_secret=settings.slack_signing_secret,
-            app_token=settings.slack_app_token, api_url=settings.slack_api_url, host=host, port=port,
-            channels=frozenset(settings.slack_channels), host_probes=settings.slack_probes,
-            rate_per_minute=settings.slack_rate, max_file_mb=settings.slack_max_file_mb,
-            feedback_db=settings.feedback_path, ephemeral_commands=settings.slack_command_visibility != "channel",
-        )
-
-    @classmethod
-    def from_env(cls, env: dict[str, str], port: int, host: str) -> SlackOptions:
-        return cls.from_settings(Settings.from_env(env), port, host)
-
-
-def slack_error_line(exc: Exception, action: str) -> str:
-    response = getattr(exc, "response", None)
-    code = ""
-    if response is not None:
-        try:
-            code = str(response.get("error", ""))
-        except Exception:  # a response object without .get
-            code = ""
-    hint = HINTS.get(code, "see the Slack API error above")
-    if code == "missing_scope" and response is not None:
-        needed = response.get("needed")
-        if needed:
-            hint = f"add the scope {needed} in deploy/slack-manifest.yaml and reinstall the app"
-    return f"slack: {action} failed: {code or type(exc).__name__}: {hint}"
-
-
-@dataclass
-class RateLimiter:
-    per_minute: int
-    _hits: dict[str, deque[float]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def allow(self, user: str, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            hits = self._hits.setdefault(user, deque())
-            while hits and now - hits[0] > 60:
-                hits.popleft()
-            if len(hits) >= self.per_minute:
-                return False
-            hits.append(now)
-            return True
 
 
 class SlackBridge:
@@ -236,10 +156,10 @@ class SlackBridge:
         head, errors, bundle, job = "", list[str](), None, None
         paths: tuple[Path, ...] = ()
         for file in event.get("files") or []:
-            path = self._download(file)
+            path = download_attachment(file, self.downloads, self.options.bot_token, self.options.max_file_mb)
             if path is None:
                 continue
-            if _is_bundle(path):
+            if is_bundle(path):
                 bundle = path
             else:
                 paths += (path,)
@@ -261,60 +181,13 @@ class SlackBridge:
         replies = self._call(client.conversations_replies, "conversations.replies", channel=channel, ts=thread_ts,
                              limit=50, include_all_metadata=True)
         messages = [m for m in (replies or {}).get("messages", []) if isinstance(m, dict)]
-        return thread_history(messages, ts, self._is_bot, self._read_thread_log)
+        download = partial(download_attachment, folder=self.downloads, bot_token=self.options.bot_token,
+                           max_mb=self.options.max_file_mb)
+        read_log = partial(read_thread_log, download=download, cache=self._read_logs, lock=self._lock)
+        return thread_history(messages, ts, self._is_bot, read_log)
 
     def _is_bot(self, message: dict[str, Any]) -> bool:
         return bool(message.get("bot_id")) or (self.bot_user_id is not None and message.get("user") == self.bot_user_id)
-
-    def _read_thread_log(self, files: list[dict[str, Any]]) -> dict[str, Any]:
-        """The log of files attached earlier in a thread, as a user turn holds it (bundles are not logs); the
-        downloaded copies stay for ``ask()`` to triage again, and a thread's follow-ups do not download again."""
-        key = ",".join(str(f.get("id") or f.get("url_private_download") or "") for f in files)
-        with self._lock:
-            if key in self._read_logs and all(Path(p).is_file() for p in self._read_logs[key].get("log_paths", ())):
-                return self._read_logs[key]
-        paths = tuple(p for p in (self._download(f) for f in files) if p is not None and not _is_bundle(p))
-        found: dict[str, Any] = {}
-        if paths:
-            from agent.logs import read_logs
-
-            try:
-                reading = read_logs(paths)
-            except TraindocError as exc:
-                log.info("slack: an earlier attachment of the thread could not be read: %s", exc)
-                return found
-            names = ", ".join(str(f.get("name") or "log") for f in files)
-            found = {"log_head": reading.head, "log_errors": list(reading.errors), "log_name": names,
-                     "log_paths": [str(p) for p in paths]}
-        with self._lock:
-            self._read_logs[key] = found
-            while len(self._read_logs) > MAX_READ_LOGS:
-                self._read_logs.popitem(last=False)
-        return found
-
-    def _download(self, file: dict[str, Any]) -> Path | None:
-        size = int(file.get("size") or 0)
-        limit = self.options.max_file_mb * 1024 * 1024
-        url = file.get("url_private_download") or file.get("url_private")
-        if not url or size > limit:
-            log.warning("slack: skipped attachment %s (%d bytes; limit %g MB)", file.get("name"), size, self.options.max_file_mb)
-            return None
-        self.downloads.mkdir(parents=True, exist_ok=True)
-        target = self.downloads / f"{uuid.uuid4().hex}-{Path(str(file.get('name') or 'log.txt')).name}"
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.options.bot_token}"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response, target.open("wb") as out:  # noqa: S310
-                copied = 0
-                while chunk := response.read(1 << 16):
-                    copied += len(chunk)
-                    if copied > limit:
-                        raise OSError(f"larger than {self.options.max_file_mb:g} MB")
-                    out.write(chunk)
-        except OSError as exc:
-            log.warning("slack: could not download %s: %s", file.get("name"), exc)
-            target.unlink(missing_ok=True)
-            return None
-        return target
 
     def post_answer(self, client: Any, answer: Answer, *, channel: str, thread_ts: str | None,
                     intro: str | None = None) -> bool:
@@ -435,17 +308,6 @@ def _api_base(url: str | None) -> str:
     if not url:
         return "https://slack.com/api/"
     return url if url.endswith("/") else url + "/"
-
-
-def _is_bundle(path: Path) -> bool:
-    """A `traindoc probe --json` bundle, by a look at its start (it is parsed, within its cap, when used)."""
-    from tools.bundle import looks_like_bundle
-
-    try:
-        with path.open("rb") as handle:
-            return looks_like_bundle(handle.read(4096))
-    except OSError:
-        return False
 
 
 def run(troubleshooter: Troubleshooter, options: SlackOptions) -> None:

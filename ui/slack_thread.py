@@ -4,24 +4,36 @@ A user's turn keeps the log attached to it (read again from the thread's files, 
 I fix it?" is about that log), and the bot's turn keeps the diagnosis it gave, carried in the answer's message
 metadata (``chat.postMessage`` ``metadata``, read back with ``conversations.replies(include_all_metadata)``).
 Whether a new message is a follow-up of these turns is decided once, in ``ask()``, for every front end.
+The files attached to a message are downloaded here too (size limit) and told apart: logs or a probe bundle.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+import urllib.request
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from agent.conversation import user_turn
+from common.errors import TraindocError
 from common.secrets import mask
 
+log = logging.getLogger("traindoc.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
 EVENT_TYPE = "traindoc_answer"
 DIAGNOSIS_CHARS = 400
+MAX_READ_LOGS = 200  # thread attachments read, kept by file id so a thread's follow-ups do not download again
 
 # a message's files -> the log keys of its user turn (agent.conversation.user_turn: log_head, log_errors,
 # log_name, log_paths: the downloaded copies, re-read by ask() for the whole job's triage)
 LogReader = Callable[[list[dict[str, Any]]], dict[str, Any]]
+# a Slack file object -> its downloaded copy, or None (too large, or the download failed)
+Downloader = Callable[[dict[str, Any]], Path | None]
 
 
 def answer_metadata(diagnosis: str, no_match: bool) -> dict[str, Any]:
@@ -54,3 +66,70 @@ def thread_history(messages: list[dict[str, Any]], current_ts: str | None, is_bo
         if content or len(turn) > 2:
             history.append(turn)
     return history
+
+
+def read_thread_log(files: list[dict[str, Any]], download: Downloader, cache: OrderedDict[str, dict[str, Any]],
+                    lock: threading.Lock) -> dict[str, Any]:
+    """The log of files attached earlier in a thread, as a user turn holds it (bundles are not logs); the
+    downloaded copies stay for ``ask()`` to triage again, and a thread's follow-ups do not download again
+    (``cache``, guarded by ``lock``, keeps what was read by the files' ids)."""
+    key = ",".join(str(f.get("id") or f.get("url_private_download") or "") for f in files)
+    with lock:
+        if key in cache and all(Path(p).is_file() for p in cache[key].get("log_paths", ())):
+            return cache[key]
+    paths = tuple(p for p in (download(f) for f in files) if p is not None and not is_bundle(p))
+    found: dict[str, Any] = {}
+    if paths:
+        from agent.logs import read_logs
+
+        try:
+            reading = read_logs(paths)
+        except TraindocError as exc:
+            log.info("slack: an earlier attachment of the thread could not be read: %s", exc)
+            return found
+        names = ", ".join(str(f.get("name") or "log") for f in files)
+        found = {"log_head": reading.head, "log_errors": list(reading.errors), "log_name": names,
+                 "log_paths": [str(p) for p in paths]}
+    with lock:
+        cache[key] = found
+        while len(cache) > MAX_READ_LOGS:
+            cache.popitem(last=False)
+    return found
+
+
+def download_attachment(file: dict[str, Any], folder: Path, bot_token: str, max_mb: float) -> Path | None:
+    """``file`` (a Slack file object) downloaded into ``folder`` with the bot's token; None when it is over ``max_mb``
+    or cannot be fetched."""
+    size = int(file.get("size") or 0)
+    limit = max_mb * 1024 * 1024
+    url = file.get("url_private_download") or file.get("url_private")
+    if not url or size > limit:
+        log.warning("slack: skipped attachment %s (%d bytes; limit %g MB)", file.get("name"), size, max_mb)
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{uuid.uuid4().hex}-{Path(str(file.get('name') or 'log.txt')).name}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {bot_token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response, target.open("wb") as out:  # noqa: S310
+            copied = 0
+            while chunk := response.read(1 << 16):
+                copied += len(chunk)
+                if copied > limit:
+                    raise OSError(f"larger than {max_mb:g} MB")
+                out.write(chunk)
+    except OSError as exc:
+        log.warning("slack: could not download %s: %s", file.get("name"), exc)
+        target.unlink(missing_ok=True)
+        return None
+    return target
+
+
+def is_bundle(path: Path) -> bool:
+    """A `traindoc probe --json` bundle, by a look at its start (it is parsed, within its cap, when used)."""
+    from tools.bundle import looks_like_bundle
+
+    try:
+        with path.open("rb") as handle:
+            return looks_like_bundle(handle.read(4096))
+    except OSError:
+        return False

@@ -22,6 +22,7 @@ from common.textsafe import inert_markdown, printable
 ASSETS = Path(__file__).resolve().parent / "web_assets"
 EXAMPLE_LOG = ASSETS / "example-oom-2-ranks.log"  # real torchrun output of a 2-rank job that ran out of GPU memory
 TITLE_CHARS = 70
+NEW_BROWSER = {"browser": "", "conversation": ""}  # the ids a page holds until ui/web.py gives it its own
 
 CSS = """
 .traindoc-sources details { margin: 4px 0; }

@@ -57,8 +57,8 @@ def test_a_hostile_front_matter_makes_no_link_and_no_mention(tmp_path: Path) -> 
 
 
 def test_a_chinese_asker_reads_the_notes_on_a_source_in_chinese() -> None:
-    cited = Citation(n=1, source="corpus/004_f7d4acab9feaf887.txt", section="故障排除指南 > 显存问题 > 问题：显存溢出 (Out of Memory, OOM) 错误",
-                     chunk_id="c", score=1.0)
+    cited = Citation(n=1, source="corpus/004_f7d4acab9feaf887.txt", chunk_id="c", score=1.0,
+                     section="故障排除指南 > 显存问题 > 问题：显存溢出 (Out of Memory, OOM) 错误")
     shown = source_line(cited, Redactor().redact, "zh")
     assert "快照版本 8c876fd；上游此后已有更新" in shown and "snapshot" not in shown
     runbook = source_line(Citation(n=2, source="corpus/runbooks/zh/cuda_oom.md", section="CUDA 显存不足", chunk_id="r",

@@ -16,7 +16,7 @@ from slack_sdk.web import SlackResponse
 from agent.answer import Answer, Citation, FindingView
 from common.errors import ConfigError
 from ui.slack_blocks import answer_blocks, notification_line
-from ui.slack_bot import RateLimiter, SlackOptions, slack_error_line
+from ui.slack_options import RateLimiter, SlackOptions, slack_error_line
 
 SLACK_SECTION_LIMIT = 3000  # Block Kit: section text
 SLACK_MAX_BLOCKS = 50  # Block Kit: blocks per message

@@ -75,7 +75,7 @@ def test_web_rate_finds_the_liked_answer(tmp_path: Path) -> None:
 
 
 def test_content_text_reads_gradio_message_parts() -> None:
-    from ui.web import content_text
+    from ui.web_html import content_text
 
     assert content_text("plain") == "plain"
     assert content_text([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]) == "a\nb"

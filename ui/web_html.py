@@ -1,0 +1,50 @@
+"""What the web chat shows of an answer, a probe run or a message: Markdown with secrets masked and nothing active,
+one answer's sources, the probe table, and a chat message's text as Gradio hands it back."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from agent.answer import Answer
+from common.secrets import mask
+from common.textsafe import inert_markdown
+from ui.web_page import citation_items, html_text
+
+
+def shown(markdown: str) -> str:
+    """What the chat shows of a text: secrets masked (the page may be shared), and nothing active that a log
+    line, a bundle or a model could smuggle in (no link, image or HTML outside code)."""
+    return inert_markdown(mask(markdown))
+
+
+def sources_html(answer: Answer | None) -> str:
+    """One answer's sources, each expanding to its section rendered (the panel shows every answer's: ui/web_page)."""
+    if answer is None:
+        return ""
+    entry = {**answer.to_json(), "texts": {c.chunk_id: c.text for c in answer.citations}}
+    return "<div class='traindoc-sources'><strong>Sources</strong>" + citation_items(entry) + "</div>"
+
+
+def probes_html(results: list[Any]) -> str:
+    if not results:
+        return "<em>No probe results yet.</em>"
+    rows = "".join(
+        f"<tr><td>{html.escape(r.probe)}</td><td><strong>{html.escape(str(r.status))}</strong></td>"
+        f"<td>{html_text(r.summary)}</td></tr>"
+        for r in results
+    )
+    return f"<table class='traindoc-probes'><tr><th>probe</th><th>verdict</th><th>summary</th></tr>{rows}</table>"
+
+
+
+def content_text(content: Any) -> str:
+    """A chat message's text: Gradio 6 hands the chat back with each content as a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        return "\n".join(t for t in (content_text(part) for part in content) if t)
+    if isinstance(content, dict):
+        return content_text(content.get("text", content.get("value")))
+    return "" if content is None else str(content)
+
