@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.eval_cases import first_hit, load_cases, load_sets
 from corpus.answerability import FEATURES, SIGNS, AnswerabilityModel, Evidence
 
 MAX_FALSE_NO_MATCH = 0.02  # of the answerable training cases, when the threshold is chosen
@@ -335,8 +336,6 @@ def render(report: dict[str, Any], folds_too: bool = False) -> str:
 
 def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str) -> list[Record]:
     from agent.core import Question
-    from agent.evaluate import first_hit
-
     retriever = troubleshooter.retriever()
     records = []
     for case in cases:
@@ -359,16 +358,12 @@ def records_for(troubleshooter: Any, cases: Sequence[dict[str, Any]], mode: str)
 
 def collect(troubleshooter: Any, paths: Path | Sequence[Path],
             modes: Sequence[str] = ("hybrid", "bm25", "dense")) -> dict[str, list[Record]]:
-    from agent.evaluate import load_sets
-
     cases = load_sets([paths] if isinstance(paths, Path) else paths)
     return {mode: records_for(troubleshooter, cases, mode) for mode in modes}
 
 
 def training_records(troubleshooter: Any) -> list[Record]:
     """The training reports as retrieval sees them, or none when the index lacks the documents they name."""
-    from agent.evaluate import load_cases
-
     cases = load_cases(TRAINING_CASES)
     indexed = {Path(c.source).name for c in troubleshooter.retriever().snapshot.chunks}
     if any(gold["file"] not in indexed for case in cases for gold in case["gold"]):

