@@ -19,7 +19,6 @@ LINES = [
     "Attempted to use bitsandbytes native library functionality but it's not available.",
     "UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, "
     "8-bit multiplication, and GPU quantization are unavailable.",
-    "CUDA_SETUP: WARNING! libcudart.so not found in any environmental path. Searching in backup paths...",
     "CUDA 12.x runtime libraries were not found in the LD_LIBRARY_PATH.",
     "RuntimeError: Method 'cquantize_blockwise_fp16_nf4' not available in CPU-only version of bitsandbytes.",
     f"Could not find the bitsandbytes CUDA binary at PosixPath('{SITE}/libbitsandbytes_cuda126.so')",
@@ -75,6 +74,17 @@ def test_a_whole_missing_dependency_block_picks_it_over_the_generic_library_erro
     chosen = for_lines(block)
     assert chosen is not None and chosen.kind == KIND
     assert for_lines([block[3]]) is not None and for_lines([block[3]]).kind != KIND  # type: ignore[union-attr]
+
+
+# Old bitsandbytes prints this path search on working set-ups too (it then finds the runtime in a backup path):
+# a warning, not the failure, so it routes nowhere and never outranks the error a log ends with.
+PATH_SEARCH_WARNING = "CUDA_SETUP: WARNING! libcudart.so not found in any environmental path. Searching in backup paths..."
+
+
+def test_the_path_search_warning_names_no_failure_and_leaves_the_real_error_its_runbook() -> None:
+    assert for_lines([PATH_SEARCH_WARNING]) is None
+    oom = for_lines([PATH_SEARCH_WARNING, UNRELATED[0]])
+    assert oom is not None and oom.kind == "cuda_oom"
 
 
 @pytest.mark.parametrize("line", UNRELATED)
