@@ -5,8 +5,8 @@ unrelated CUDA or NCCL error, or a bare missing CUDA library outside bitsandbyte
 from __future__ import annotations
 
 import pytest
+from runbook_messages import assert_a_line_per_message, assert_picks
 
-from runbooks.catalog import runbooks
 from runbooks.choose import for_lines
 
 KIND = "bnb_cuda_setup"
@@ -48,17 +48,12 @@ UNRELATED = [
 
 
 def test_every_message_has_a_line_here_and_both_languages_list_the_same_ones() -> None:
-    english, chinese = runbooks()[(KIND, "en")], runbooks()[(KIND, "zh")]
-    assert english.messages == chinese.messages
-    assert len(LINES) == len(english.messages)
-    for line, message in zip(LINES, english.messages, strict=True):
-        assert message in line, (message, line)
+    assert_a_line_per_message(KIND, LINES)
 
 
 @pytest.mark.parametrize("line", LINES)
 def test_each_line_bitsandbytes_prints_picks_its_runbook(line: str) -> None:
-    chosen = for_lines([line])
-    assert chosen is not None and chosen.kind == KIND, (line, chosen and chosen.kind)
+    assert_picks(KIND, [line])
 
 
 def test_a_whole_missing_dependency_block_picks_it_over_the_generic_library_error() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from runbook_messages import assert_a_line_per_message, assert_picks
 from torch.utils.checkpoint import checkpoint
 
 from runbooks.catalog import runbooks
@@ -49,17 +50,12 @@ UNRELATED = [
 
 
 def test_every_message_has_a_line_here_and_both_languages_list_the_same_ones() -> None:
-    english, chinese = runbooks()[(KIND, "en")], runbooks()[(KIND, "zh")]
-    assert english.messages == chinese.messages
-    assert len(LINES) == len(english.messages)
-    for line, message in zip(LINES, english.messages, strict=True):
-        assert message in line, (message, line)
+    assert_a_line_per_message(KIND, LINES)
 
 
 @pytest.mark.parametrize("line", LINES)
 def test_each_line_pytorch_prints_picks_the_runbook(line: str) -> None:
-    chosen = for_lines([line])
-    assert chosen is not None and chosen.kind == KIND, (line, chosen and chosen.kind)
+    assert_picks(KIND, [line])
 
 
 def test_a_whole_traceback_ending_in_the_message_picks_it() -> None:
