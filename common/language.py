@@ -20,6 +20,9 @@ CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 # language the user writes in.
 PASTED = re.compile(r"Error\b|Exception\b|Traceback|^\s*File \"|\bWARN|\bINFO\b|^\s*at |\[rank\d|^\s*[\[(]?\d{2,4}[-:/]")
 CODE_SPAN = re.compile(r"`[^`]*`")
+# An exception pasted into a sentence ("微调后报错：RuntimeError: element 0 of tensors ..."): from the exception's
+# name on to the next Chinese character is the program's words, not the user's (read from a literal: linear).
+PASTED_EXCEPTION = re.compile(r"(?:Error|Exception)\s{0,4}:[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]*")
 # Identifiers, paths, versions, ALLCAPS acronyms (NCCL, CUDA) and CamelCase (RuntimeError, NaN) are
 # shared by both languages: only plain words count as English.
 PLAIN_WORD = re.compile(r"(?<![\w./:=-])[A-Za-z][a-z]*(?:'[a-z]+)?(?![\w/:=(-]|\.\w)")
@@ -28,14 +31,21 @@ ZH_SHARE = 0.4
 
 
 def language_of(text: str) -> Lang:
-    """``zh`` when Chinese words make up at least 40% of the question's own prose, else ``en``."""
+    """``zh`` when Chinese words make up at least 40% of the question's own prose, else ``en``. The prose is the
+    lines that hold Chinese where any do (the rest is pasted), else every line that does not read as pasted output."""
     cjk = 0
     words = 0
-    for line in text.splitlines():
+    lines = text.splitlines()
+    # Where some lines hold Chinese, the user wrote those: a line with none beside them is pasted output (a log
+    # line, a pip message, an error's continuation), whatever its words.
+    chinese_lines = any(CJK.search(line) for line in lines)
+    for line in lines:
         has_cjk = CJK.search(line) is not None
-        if not has_cjk and PASTED.search(line):
+        if not has_cjk and (chinese_lines or PASTED.search(line)):
             continue
         line = CODE_SPAN.sub(" ", line)
+        if has_cjk:
+            line = PASTED_EXCEPTION.sub(" ", line)
         cjk += len(CJK.findall(line))
         words += len(PLAIN_WORD.findall(line))
     chinese_words = cjk / CJK_WORD_CHARS

@@ -28,6 +28,15 @@ LANGUAGE = [
     ("why does my job hang at 初始化", "en"),  # one Chinese word in an English sentence
     ("How do I fix `显存不足` in torchrun", "en"),  # quoted text is not the user's prose
     ("NCCL watchdog timeout after 1800s", "en"),
+    # an exception pasted into a Chinese sentence is the program's words: the asker writes Chinese
+    ("LoRA 微调打开 gradient checkpointing 后报错：RuntimeError: element 0 of tensors does not require grad and does not "
+     "have a grad_fn", "zh"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered 这个怎么解决", "zh"),
+    ("my job on the 集群 fails with RuntimeError: CUDA error: an illegal memory access was encountered", "en"),
+    # beside lines in Chinese, an English-only line is pasted output (a pip message, a warning), not the user's prose
+    ("服务器上 pip 安装 deepspeed 失败\nCollecting deepspeed\n  Preparing metadata (setup.py) ... error\n"
+     "  note: This error originates from a subprocess, and is likely not a problem with pip.\n求助", "zh"),
+    ("My job fails at startup.\nThe log says 初始化 and then nothing happens.\nHow can I debug this?", "en"),
     ("", "en"),
 ]
 
