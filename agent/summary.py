@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from common.language import Lang, language_of, say
 from common.textsafe import cells, clip_words, code_span, fence, flanking_safe, segments, strong
+from runbooks.catalog import SOURCE
 
 if TYPE_CHECKING:
     from agent.answer import Answer
@@ -27,7 +28,6 @@ LEAD_LINES = 6  # a verdict within an answer's first lines leads it (a follow-up
 MIN_CAUSE_CHARS = 40  # the summary line keeps this much of the cause even when the command is long (it overflows)
 ITEM_NUMBER = re.compile(r"^\s*(?:\*\*)?\d+[.)、](?:\*\*)?\s*")
 CITED = re.compile(r"\s*(?:\[\d+\])+\s*$")
-SOURCE_NOTE = re.compile(r"\s*[(（](?:source|来源)[:：][^)）]*[)）]", re.IGNORECASE)
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 TRAILING_COMMENT = re.compile(r"\s+#\s.*$")
 PARENTHESIS = re.compile(r"\s*[(（][^()（）]*[)）]")
@@ -122,7 +122,7 @@ def _sentence_of(line: str) -> str:
     sentence = line.strip()
     if sentence.startswith("**") or sentence.endswith((":", "：")):
         return ""  # the composer's "1. from [n] title:": a label, not a sentence
-    return CITED.sub("", SOURCE_NOTE.sub("", ITEM_NUMBER.sub("", sentence)))
+    return CITED.sub("", SOURCE.sub("", ITEM_NUMBER.sub("", sentence)).rstrip())  # a runbook item's "(source: URL)"
 
 
 def _command_in(text: str) -> str:

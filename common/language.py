@@ -35,12 +35,11 @@ def language_of(text: str) -> Lang:
     lines that hold Chinese where any do (the rest is pasted), else every line that does not read as pasted output."""
     cjk = 0
     words = 0
-    lines = text.splitlines()
+    lines = [(line, CJK.search(line) is not None) for line in text.splitlines()]
     # Where some lines hold Chinese, the user wrote those: a line with none beside them is pasted output (a log
     # line, a pip message, an error's continuation), whatever its words.
-    chinese_lines = any(CJK.search(line) for line in lines)
-    for line in lines:
-        has_cjk = CJK.search(line) is not None
+    chinese_lines = any(has_cjk for _, has_cjk in lines)
+    for line, has_cjk in lines:
         if not has_cjk and (chinese_lines or PASTED.search(line)):
             continue
         line = CODE_SPAN.sub(" ", line)

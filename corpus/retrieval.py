@@ -146,7 +146,6 @@ class Retriever:
         self._last_query: tuple[str, np.ndarray] | None = None
         self._section_of = np.array([numbers.setdefault((self._logical[c.source], c.section), len(numbers))
                                      for c in snapshot.chunks], dtype=np.int32)
-        self._specific: np.ndarray | None = None  # which quoted messages say which failure (_specific_messages)
 
     def search(
         self,
@@ -318,21 +317,9 @@ class Retriever:
 
     def _error_match(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Per chunk: the best share of a quoted error message found in one of the query's lines, and of a message
-        that says which failure (not a generic head, _specific_messages)."""
+        that says which failure (not a generic head several documents' messages share: SignatureIndex.specific)."""
         asked = [s for s in (signature(line) for line in lines) if s]
-        return self.snapshot.signatures.best_shares(asked, self._specific_messages())
-
-    def _specific_messages(self) -> np.ndarray:
-        """The quoted messages that say which failure: not the generic head several documents' messages share
-        (SignatureIndex.specific; a document is a file, its renderings and other languages one with it)."""
-        if self._specific is None and (built := getattr(self.snapshot.signatures, "specific_mask", None)) is not None:
-            self._specific = built  # computed once when the index was built
-        if self._specific is None:
-            numbers: dict[str, int] = {}
-            document_of = np.array([numbers.setdefault(_document_key(self._logical[c.source]), len(numbers))
-                                    for c in self.snapshot.chunks], dtype=np.int32)
-            self._specific = self.snapshot.signatures.specific(document_of)
-        return self._specific
+        return self.snapshot.signatures.best_shares(asked)
 
     def _best_per_section(self, fused: np.ndarray, signals: dict[str, np.ndarray], k: int) -> list[Hit]:
         leading = self._leading(fused, 64 * k)
@@ -383,9 +370,3 @@ def _head_and_errors(text: str) -> str:
     lines = text.splitlines()
     return (text[:2000] + "\n" + "\n".join(error_lines(lines, limit=60)))[:MAX_QUERY_CHARS]
 
-
-def _document_key(source: str) -> str:
-    """One document however many languages it is in: a runbook by its kind (runbooks/en/x.md, runbooks/zh/x.md),
-    any other source by its path (a rendering is already its original here)."""
-    runbook = RUNBOOK.search(source)
-    return f"runbook:{runbook.group('stem')}" if runbook else source

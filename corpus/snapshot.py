@@ -38,7 +38,9 @@ class SignatureIndex:
     """The error messages quoted in the documents, as token sets, with an inverted index so a log's
     error lines are matched against all of them in a few numpy operations."""
 
-    def __init__(self, per_chunk: Sequence[Sequence[frozenset[str]]]) -> None:
+    def __init__(self, per_chunk: Sequence[Sequence[frozenset[str]]], document_of: np.ndarray | None = None) -> None:
+        """``document_of``: chunk -> document number, to tell the messages that only head other documents' ones
+        (``specific``); without it every message counts as specific."""
         owners: list[int] = []
         lengths: list[int] = []
         postings: dict[str, list[int]] = {}
@@ -53,20 +55,12 @@ class SignatureIndex:
         self.owner = np.array(owners, dtype=np.int32)
         self.length = np.maximum(np.array(lengths, dtype=np.float32), 1)
         self.postings = {t: np.array(ids, dtype=np.int32) for t, ids in postings.items()}
-        self.specific_mask: np.ndarray | None = None  # set by build_snapshot (specific): read by every query
+        self.specific_mask = (self.specific(document_of) if document_of is not None
+                              else np.ones(len(self.owner), dtype=np.float32))  # computed once, read by every query
 
-    def best_share(self, asked: Sequence[frozenset[str]], min_shared: int = 3,
-                   counted: np.ndarray | None = None) -> np.ndarray:
-        """Per chunk: the largest share of one quoted message found in one asked line (``counted``: a mask of the
-        messages that count, all when None)."""
-        if counted is None:
-            return self.best_shares(asked, np.ones(len(self.owner), dtype=np.float32), min_shared)[0]
-        return self.best_shares(asked, counted, min_shared)[1]
-
-    def best_shares(self, asked: Sequence[frozenset[str]], counted: np.ndarray,
-                    min_shared: int = 3) -> tuple[np.ndarray, np.ndarray]:
-        """Per chunk, from one pass over the asked lines: the best share of any quoted message, and of those
-        ``counted`` (a mask over the messages)."""
+    def best_shares(self, asked: Sequence[frozenset[str]], min_shared: int = 3) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk, from one pass over the asked lines: the largest share of one quoted message found in one asked
+        line, and the same over the specific messages only (``specific_mask``)."""
         every = np.zeros(self.chunks, dtype=np.float32)
         only = np.zeros(self.chunks, dtype=np.float32)
         if not len(self.owner):
@@ -75,7 +69,7 @@ class SignatureIndex:
             shared = self._shared(tokens)
             share = np.where(shared >= min_shared, shared / self.length, 0).astype(np.float32)
             np.maximum.at(every, self.owner, share)
-            np.maximum.at(only, self.owner, share * counted)
+            np.maximum.at(only, self.owner, share * self.specific_mask)
         return every, only
 
     def _shared(self, tokens: frozenset[str] | set[str]) -> np.ndarray:
@@ -173,11 +167,11 @@ def build_snapshot(chunks: Sequence[StoredChunk], version: str, vectors_for: Vec
             families[row, names.index(name)] = True
     navigation = re.compile(_glossary_data()["boilerplate_headings"], re.IGNORECASE)
     boilerplate = np.array([bool(navigation.match(c.section.split(PATH_SEPARATOR)[-1].strip())) for c in ordered])
-    index = SignatureIndex(signatures)
     sources = {c.source for c in ordered}  # a document is one whatever its languages (a rendering is its original)
     numbers: dict[str, int] = {}
-    index.specific_mask = index.specific(np.array(
-        [numbers.setdefault(original_source(c.source, sources) or c.source, len(numbers)) for c in ordered], dtype=np.int32))
+    document_of = np.array([numbers.setdefault(original_source(c.source, sources) or c.source, len(numbers))
+                            for c in ordered], dtype=np.int32)
+    index = SignatureIndex(signatures, document_of)
     matrix = vectors_for([c.chunk_id for c in ordered]) if vectors_for is not None and ordered else None
     if matrix is not None:
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)

@@ -46,12 +46,13 @@ def test_two_other_documents_are_not_enough_and_its_own_document_never_counts() 
 
 
 def test_the_share_counted_leaves_out_the_generic_messages() -> None:
-    index, documents_of = _index([[HEAD], *([m] for m in LONGER.values())])
-    asked = [signature(LONGER["duplicate"])]
-    everything = index.best_share(asked)
+    per_chunk = [[signature(HEAD)], *([signature(m)] for m in LONGER.values())]
+    index = SignatureIndex(per_chunk, np.arange(len(per_chunk), dtype=np.int32))
+    everything, specific = index.best_shares([signature(LONGER["duplicate"])])
     assert everything[0] == pytest.approx(1.0)  # the head is all inside the asked line
-    assert index.best_share(asked, counted=index.specific(documents_of))[0] == 0.0
+    assert specific[0] == 0.0
     assert everything[1] == pytest.approx(1.0)
+    assert SignatureIndex(per_chunk).best_shares([signature(HEAD)])[1][0] == pytest.approx(1.0)  # no documents: all count
 
 
 @pytest.mark.usefixtures("use_shared_index")
