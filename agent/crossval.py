@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -215,13 +215,17 @@ def unrecognised(record: Record) -> Record:
 
 
 def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
-                   features: Sequence[str] = FEATURES, training: Sequence[Record] = (), group: str = "case") -> dict[str, Any]:
+                   features: Sequence[str] = FEATURES, training: Sequence[Record] = (), group: str = "case",
+                   answers: Callable[[list[list[int]], list[AnswerabilityModel]], tuple[list[bool], list[int | None]]]
+                   | None = None) -> dict[str, Any]:
     """Per mode: every fold's figures, their mean and the worst fold; the pooled held-out figures.
 
     "hybrid, unseen" scores the same fitted models on held-out unanswerable cases stripped of their
     failure family: every unanswerable case of the set was caught by a family written for its kind,
     a new one will not be, so this row is the honest estimate for failures nobody catalogued.
-    ``training``: records added to every fold's fit and never scored (the training reports)."""
+    ``training``: records added to every fold's fit and never scored (the training reports). ``answers``: given the
+    folds and their models, (refused, gold rank) per case from the whole answer (agent.crossval_answers): the
+    "answers" row."""
     hybrid = by_mode["hybrid"]
     parts = folds(hybrid, k, seed, group)
     report: dict[str, Any] = {"k": k, "seed": seed, "group": group, "cases": len(hybrid),
@@ -234,22 +238,28 @@ def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
     for mode, records in rows.items():
         refused = [r.no_hits for r in records]  # a plain baseline refuses only when it found nothing
         ranks = [r.rank for r in records]
-        per_fold = []
-        for held_out, model in zip(parts, models, strict=True):
-            if mode.startswith("hybrid"):
+        if mode.startswith("hybrid"):
+            for held_out, model in zip(parts, models, strict=True):
                 for i in held_out:
                     refused[i], ranks[i] = records[i].decided(model)
-            per_fold.append(score([records[i] for i in held_out], [refused[i] for i in held_out],
-                                  [ranks[i] for i in held_out]))
-        report["modes"][mode] = {
-            "folds": per_fold,
-            "mean": {m: _mean([f[m] for f in per_fold]) for m in METRICS},
-            "worst": {m: _worst(m, [f[m] for f in per_fold]) for m in METRICS},
-            "pooled": score(records, refused, ranks),
-            "by_lang": _pooled_by(records, refused, ranks, lambda r: r.lang),
-            "by_document": _pooled_by(records, refused, ranks, lambda r: r.document if r.answerable else ""),
-        }
+        report["modes"][mode] = _figures(records, parts, refused, ranks)
+    if answers is not None:
+        report["modes"]["answers"] = _figures(hybrid, parts, *answers(parts, models))
     return report
+
+
+def _figures(records: Sequence[Record], parts: Sequence[Sequence[int]], refused: Sequence[bool],
+             ranks: Sequence[int | None]) -> dict[str, Any]:
+    """Each fold's figures, their mean and worst, the pooled ones, and the pooled ones per language and document."""
+    per_fold = [score([records[i] for i in held], [refused[i] for i in held], [ranks[i] for i in held]) for held in parts]
+    return {
+        "folds": per_fold,
+        "mean": {m: _mean([f[m] for f in per_fold]) for m in METRICS},
+        "worst": {m: _worst(m, [f[m] for f in per_fold]) for m in METRICS},
+        "pooled": score(records, refused, ranks),
+        "by_lang": _pooled_by(records, refused, ranks, lambda r: r.lang),
+        "by_document": _pooled_by(records, refused, ranks, lambda r: r.document if r.answerable else ""),
+    }
 
 
 CONFIDENCE_BINS = (0.0, 0.5, 0.75, 0.9, 1.01)  # 0.75: the weak-match line the answer states (guidance.json)
@@ -319,18 +329,21 @@ def render(report: dict[str, Any], folds_too: bool = False) -> str:
             cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
                             for m in METRICS)
             lines.append(f"{mode + ' ' + label:22}{cells}")
-    hybrid = report["modes"].get("hybrid", {})
-    for label in ("by_lang", "by_document"):
-        for name, row in hybrid.get(label, {}).items():
-            cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
-                            for m in METRICS)
-            lines.append(f"{('hybrid ' + name)[:21]:22}{cells}  (n={int(row['n'])}, pooled)")
+    for mode in ("hybrid", "answers"):
+        for label in ("by_lang", "by_document"):
+            for name, row in report["modes"].get(mode, {}).get(label, {}).items():
+                cells = "".join(f"{'-' if row[m] is None else format(row[m], '.2f'):>{9 if m == 'false_no_match' else 7}}"
+                                for m in METRICS)
+                lines.append(f"{(mode + ' ' + name)[:21]:22}{cells}  (n={int(row['n'])}, pooled)")
     if report.get("calibration"):
         lines += ["", "calibration (held out; right = the first section is a gold one):"]
         lines += [f"  confidence {row['bin']}: {row['answered']} answered, right {row['right']:.2f}, stated {row['stated']:.2f}"
                   for row in report["calibration"]]
     lines += ["", "worst: the lowest fold (the highest for falseNM); pooled: every held-out answer scored together.",
               "hybrid, unseen: the same models, the held-out unanswerable cases without their failure family."]
+    if "answers" in report["modes"]:
+        lines.append("answers: every held-out report asked end to end with its fold's model (runbooks lead, the "
+                     "documents' citations are scored, as score.py --files does).")
     return "\n".join(lines)
 
 

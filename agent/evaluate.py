@@ -18,17 +18,29 @@ MODES = ("hybrid", "bm25", "dense")
 
 
 def evaluate(troubleshooter: Troubleshooter, paths: Path | Sequence[Path], cv: int | None = None, seed: int = 0,
-             group: str = "case") -> dict[str, Any]:
+             group: str = "case", answers: bool = False) -> dict[str, Any]:
     """The metrics over the cases of ``paths``; with ``cv``, k-fold cross-validation whose folds never split a
-    ``group`` (agent.crossval.GROUPINGS: the case, its source thread, or its gold section)."""
+    ``group`` (agent.crossval.GROUPINGS: the case, its source thread, or its gold section), and with ``answers``
+    every held-out case also asked end to end with its fold's model (agent.crossval_answers)."""
     paths = [paths] if isinstance(paths, Path) else list(paths)
     if cv is not None:
         from agent.crossval import collect, cross_validate, training_records
 
         if cv < 2:
             raise InputError("--cv needs at least 2 folds")
+        asked = None
+        if answers:
+            from agent.crossval_answers import held_out_answers
+
+            cases = load_sets(paths)  # in the order collect() reads them
+
+            def asked(parts: list[list[int]], models: list[Any]) -> tuple[list[bool], list[int | None]]:
+                return held_out_answers(troubleshooter, cases, parts, models)
+
         return cross_validate(collect(troubleshooter, paths), cv, seed, training=training_records(troubleshooter),
-                              group=group)
+                              group=group, answers=asked)
+    if answers:
+        raise InputError("--answers goes with --cv")
     cases = load_sets(paths)
     report: dict[str, Any] = {"cases": len(cases), "answerable": sum(1 for c in cases if c["gold"]), "modes": {}}
     for mode in MODES:

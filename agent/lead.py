@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.answer import Citation
 from common.language import Lang, say
-from corpus.kinds import about_other_kinds, section_kinds
+from corpus.kinds import about_no_kind, about_other_kinds, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from jobs.render import worsening
 from runbooks.catalog import Item, Runbook
@@ -32,14 +32,17 @@ class Retrieved:
 
 
 def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lang, retrieved: Retrieved | None = None,
-           documents: float | None = None) -> tuple[Runbook, float | None] | None:
+           documents: float | None = None, best_section: tuple[str, str] | None = None,
+           ) -> tuple[Runbook, float | None] | None:
     """(the runbook in ``lang``, the confidence that it answers) or None. The diagnosis decides first; then the
     error lines' messages, then the question's, then the stage a hang is reported at; then the runbook retrieval
     found to answer, when a document section answers too (``documents``: the confidence that the best one does,
     None when none does) and retrieval is at least as sure of the runbook: a runbook is checked against upstream
     and gives its fixes in order, so it leads the section (which stays cited). Where no section answers, a
     runbook's likeness alone is not trusted: the answerability model was fitted on the documents, and a runbook's
-    broad words read like many questions."""
+    broad words read like many questions. Nor where the section that answers (``best_section``: source, heading
+    path) is recorded as about no failure kind a runbook answers: a question about training speed or an RL reward
+    that reads like a DeepSpeed start-up runbook is answered by the tuning section, not by that runbook."""
     if job is not None and job.root_cause is not None:
         if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
             return None
@@ -55,6 +58,8 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
         return None
     if documents is None or (retrieved.confidence or 0.0) < documents:
         return None  # a runbook that only reads alike is trusted where a document section answers too
+    if best_section is not None and about_no_kind(*best_section):
+        return None  # ... and is about a failure kind at all
     chosen = in_language(kind, lang)
     return (chosen, retrieved.confidence) if chosen is not None else None
 

@@ -43,4 +43,11 @@ def about_other_kinds(source: str, section: str, kinds: frozenset[str]) -> bool:
     return recorded is not None and not set(recorded.kinds) & kinds
 
 
-__all__ = ["NONE", "SectionKinds", "about_other_kinds", "answers_kind", "section_kinds"]
+def about_no_kind(source: str, section: str) -> bool:
+    """The section is recorded as about no failure kind a runbook answers (tuning, an RL framework's behaviour,
+    general practice, an index). A section not recorded (a team's document) is not judged."""
+    recorded = _table().get((PurePath(source).stem, section))
+    return recorded is not None and not recorded.kinds
+
+
+__all__ = ["NONE", "SectionKinds", "about_no_kind", "about_other_kinds", "answers_kind", "section_kinds"]

@@ -110,6 +110,8 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--show", action="store_true", help="list every miss (with --cv: every fold)")
     evaluate.add_argument("--cv", type=int, metavar="K", help="k-fold cross-validation: what is fitted (the answerability "
                           "model, its threshold) is fitted on k-1 folds and scored on the held-out one")
+    evaluate.add_argument("--answers", action="store_true", help="with --cv: also ask every held-out case end to end "
+                          "with its fold's model (runbooks lead; the documents' citations are scored)")
     web = commands.add_parser("web", help="serve the chat UI (Gradio) on 127.0.0.1 by default")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=int, default=7860, help="port (default 7860)")
@@ -336,7 +338,7 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         from agent.evaluate import evaluate, render_report
 
         troubleshooter = _troubleshooter(args)
-        report = evaluate(troubleshooter, args.cases, cv=args.cv, group=args.group)
+        report = evaluate(troubleshooter, args.cases, cv=args.cv, group=args.group, answers=args.answers)
         print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else render_report(report, args.show))
         return 0
     if args.command == "web":

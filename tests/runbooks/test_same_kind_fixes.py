@@ -155,3 +155,29 @@ def test_a_start_up_progress_line_names_its_kind_only_where_the_job_hangs_there(
 def test_hang_and_stage_words_are_bounded_by_letters_not_word_boundaries(report: str, kind: str | None) -> None:
     book = for_hang(report)
     assert (book.kind if book else None) == kind
+
+
+SLOW_004 = "故障排除指南 > 训练问题 > 问题：训练极其缓慢"
+OOM_004 = "故障排除指南 > 显存问题 > 问题：显存溢出 (Out of Memory, OOM) 错误"
+
+
+def test_a_runbook_that_only_reads_alike_does_not_lead_a_section_about_no_failure_kind() -> None:
+    from agent.lead import Retrieved, choose
+
+    seed = str(ROOT / "corpus" / "004_f7d4acab9feaf887.txt")
+    hang_book = runbooks()[("deepspeed_init_hang", "en")]
+    oom_book = runbooks()[("cuda_oom", "en")]
+    assert section_kinds(seed, SLOW_004).kinds == () and "cuda_oom" in section_kinds(seed, OOM_004).kinds
+    alike = Retrieved(hang_book.source, 0.95)
+    # The section answering is about training speed (no runbook's kind): the DeepSpeed start-up runbook that reads
+    # alike does not lead it. One about a failure kind keeps the likeness rule; so does a team's own document.
+    assert choose("is my training slow because of the compiler", None, [], "en", alike, 0.9, (seed, SLOW_004)) is None
+    chosen = choose("memory keeps growing", None, [], "en", Retrieved(oom_book.source, 0.95), 0.9, (seed, OOM_004))
+    assert chosen is not None and chosen[0].kind == "cuda_oom"
+    team = choose("is my training slow", None, [], "en", alike, 0.9, ("/team/notes.md", "Speed"))
+    assert team is not None and team[0].kind == "deepspeed_init_hang"
+    # A runbook named by the pasted message leads whatever section answers
+    named = choose("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", None,
+                   ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], "en", alike, 0.9,
+                   (seed, SLOW_004))
+    assert named is not None and named[0].kind == "cuda_oom"
