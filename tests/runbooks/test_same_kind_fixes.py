@@ -103,6 +103,14 @@ INIT_002 = "DeepSpeed卡住问题解决方案 > 问题描述"
         ("训练卡在分布式初始化", "rendezvous"),
         ("training hangs after epoch 3", None),  # a hang, at no stage a runbook names
         ("deepspeed init is slow but finishes", None),  # a stage, no hang
+        # A hang inside the training steps: ranks waiting in a collective one of them never reached
+        ("DDP job sits there forever after the first backward, GPU util 100% on one rank, no error",
+         "collective_timeout"),
+        ("the job hangs in dist.barrier() before evaluation", "collective_timeout"),
+        ("多卡训练过程中卡住不动，没有报错", "collective_timeout"),
+        ("deepspeed init hangs; py-spy shows all_reduce", "deepspeed_init_hang"),  # the earlier stage is named first
+        ("the backward pass takes forever on this model", None),  # slow, not a hang
+        ("all_reduce is slow on 2 nodes", None),
     ],
 )
 def test_a_reported_hang_at_a_named_stage_is_that_stages_runbook(report: str, kind: str | None) -> None:
