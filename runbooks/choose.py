@@ -58,14 +58,21 @@ def for_category(category: str, lines: Sequence[str]) -> Runbook | None:
     return books.get(default) if default else None
 
 
+# Triage categories only a job's diagnosis establishes, by comparing its ranks: one rank's pasted watchdog line reads
+# the same whether a straggler or a lost peer caused it (a collective timeout whose cause is not yet known).
+DIAGNOSED_ONLY = frozenset({"straggler"})
+
+
 def for_lines(lines: Sequence[str]) -> Runbook | None:
     """The English runbook whose message the pasted error lines (or the question) show, if any. A progress line that
     healthy runs print too ("Initializing TorchBackend in DeepSpeed") counts only where the lines say the job hangs
-    or end with it: in the middle of a paste whose error is something else, it is only the job's start-up."""
+    or end with it: in the middle of a paste whose error is something else, it is only the job's start-up. A runbook
+    whose kind only a diagnosis tells apart (DIAGNOSED_ONLY) is not chosen by a pasted line."""
     last = next((line for line in reversed(lines) if line.strip()), "")
     hang = any(HANG_WORDS.search(line) for line in lines[:400])
     skip = [] if hang else [m for m in _progress() if m not in last]
-    return _best_quoted(_kinds().values(), lines, skip)
+    books = [book for book in _kinds().values() if not set(book.triage) <= DIAGNOSED_ONLY]
+    return _best_quoted(books, lines, skip)
 
 
 @cache

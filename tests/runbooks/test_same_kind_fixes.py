@@ -189,3 +189,15 @@ def test_a_runbook_that_only_reads_alike_does_not_lead_a_section_about_no_failur
                    ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], "en", alike, 0.9,
                    (seed, SLOW_004))
     assert named is not None and named[0].kind == "cuda_oom"
+
+
+def test_one_pasted_watchdog_line_is_a_timeout_of_unknown_cause_and_a_diagnosed_straggler_stays_one() -> None:
+    from runbooks.choose import for_category
+
+    watchdog = ["[rank2]:[E ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=88, OpType=ALLGATHER, NumelIn=64, NumelOut=512, Timeout(ms)=600000) ran for 600042 "
+                "milliseconds before timing out."]
+    pasted = for_lines(watchdog)
+    assert pasted is not None and pasted.kind == "collective_timeout"  # which rank was late is not on one line
+    diagnosed = for_category("straggler", watchdog)  # the triage compared the ranks and found the late one
+    assert diagnosed is not None and diagnosed.kind == "straggler"
