@@ -42,7 +42,9 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
     runbook's likeness alone is not trusted: the answerability model was fitted on the documents, and a runbook's
     broad words read like many questions. Nor where the section that answers (``best_section``: source, heading
     path) is recorded as about no failure kind a runbook answers: a question about training speed or an RL reward
-    that reads like a DeepSpeed start-up runbook is answered by the tuning section, not by that runbook."""
+    that reads like a DeepSpeed start-up runbook is answered by the tuning section, not by that runbook. Otherwise
+    the runbook of the kind the answering section is recorded about leads it (a Chinese "loss 一直是 nan" answered by
+    a NaN section written for one RL framework gets the NaN runbook's fixes first); the section stays cited."""
     if job is not None and job.root_cause is not None:
         if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
             return None
@@ -54,14 +56,19 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
     if book is not None:
         chosen = in_language(book.kind, lang)
         return (chosen, CHOSEN_CONFIDENCE) if chosen is not None else None
-    if retrieved is None or (kind := kind_of_source(retrieved.source)) is None:
-        return None
-    if documents is None or (retrieved.confidence or 0.0) < documents:
-        return None  # a runbook that only reads alike is trusted where a document section answers too
+    if documents is None:
+        return None  # no section answers: a runbook that only reads alike is not trusted
     if best_section is not None and about_no_kind(*best_section):
-        return None  # ... and is about a failure kind at all
-    chosen = in_language(kind, lang)
-    return (chosen, retrieved.confidence) if chosen is not None else None
+        return None  # the section that answers is about no failure kind a runbook answers
+    alike = kind_of_source(retrieved.source) if retrieved is not None else None
+    if retrieved is not None and alike is not None and (retrieved.confidence or 0.0) >= documents:
+        chosen = in_language(alike, lang)
+        return (chosen, retrieved.confidence) if chosen is not None else None
+    # The section that answers is recorded about a failure kind (corpus/data/section_kinds.json, most specific first):
+    # that kind's runbook gives its checked fixes first, the section follows.
+    kinds = section_kinds(*best_section).kinds if best_section is not None else ()
+    chosen = in_language(kinds[0], lang) if kinds else None
+    return (chosen, documents) if chosen is not None else None
 
 
 def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:

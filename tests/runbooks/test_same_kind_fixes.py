@@ -201,3 +201,21 @@ def test_one_pasted_watchdog_line_is_a_timeout_of_unknown_cause_and_a_diagnosed_
     assert pasted is not None and pasted.kind == "collective_timeout"  # which rank was late is not on one line
     diagnosed = for_category("straggler", watchdog)  # the triage compared the ranks and found the late one
     assert diagnosed is not None and diagnosed.kind == "straggler"
+
+
+NAN_004 = "故障排除指南 > 训练问题 > 问题：Loss 或梯度值为 NaN"
+
+
+def test_the_runbook_of_the_kind_the_answering_section_is_about_leads_it() -> None:
+    from agent.lead import choose
+
+    seed = str(ROOT / "corpus" / "004_f7d4acab9feaf887.txt")
+    assert section_kinds(seed, NAN_004).kinds[0] == "nan_loss"
+    # No message, no hang, no runbook reading alike: the NaN section answers, so the NaN runbook (in the asker's
+    # language) gives its fixes first, at the documents' confidence
+    chosen = choose("LoRA 微调时 loss 一直是 0，grad_norm 是 nan", None, [], "zh", None, 0.93, (seed, NAN_004))
+    assert chosen is not None and chosen[0].kind == "nan_loss" and chosen[0].lang == "zh" and chosen[1] == 0.93
+    # Nothing answers, or a team's own section (no kind recorded), or a section about no kind: no runbook
+    assert choose("loss is nan", None, [], "en", None, None, (seed, NAN_004)) is None
+    assert choose("loss is nan", None, [], "en", None, 0.93, ("/team/notes.md", "NaN")) is None
+    assert choose("training is slow", None, [], "en", None, 0.93, (seed, SLOW_004)) is None
