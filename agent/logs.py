@@ -7,6 +7,7 @@ One streamed pass feeds both the job triage (which rank failed first) and the er
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,11 @@ from jobs.reader import read_job
 from jobs.triage import triage_events, triage_lines
 
 HEAD_CHARS = 4000
+# What every torchrun start prints before any training code runs (torch/distributed/run.py: the OMP_NUM_THREADS
+# notice framed in asterisks, under a logger prefix): a log holding only this says nothing about its job, and its
+# words ("overloaded", "optimal performance") would match a section about slow training.
+LAUNCH_BANNER = re.compile(r"^\s*(?:\*{5,}|(?:\S+\s+)?Setting OMP_NUM_THREADS environment variable for each process to be .*"
+                           r"|[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING:torch\.distributed\.run:)\s*$")
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ def read_logs(paths: Sequence[Path], stdin: IO[bytes] | None = None, question: s
     dump: list[str] | None = []  # the text, while it may be a recorded stack dump (bounded)
     dumped = 0
     for line in read_job(paths, stdin):
-        if size < HEAD_CHARS:
+        if size < HEAD_CHARS and not LAUNCH_BANNER.match(line.text):
             head.append(line.text[: HEAD_CHARS - size] + "\n")
             size += len(head[-1])
         if dump is not None:

@@ -89,3 +89,21 @@ def test_a_long_report_of_a_hang_at_deepspeed_init_cites_the_documents_on_that_h
     answer = _ask(cli, report)
     assert runbook_of(answer["citations"]) == "deepspeed_init_hang", answer["citations"][:2]
     assert any("初始化进程卡住" in c["section"] for c in documents(answer["citations"])), answer["citations"]
+
+
+def test_a_log_holding_only_torchruns_start_up_banner_gives_retrieval_nothing_to_match() -> None:
+    """torchrun prints its OMP_NUM_THREADS notice on every start (torch/distributed/run.py): its words ("overloaded",
+    "optimal performance") are no evidence about the job, so they never reach retrieval as the log's head."""
+    import io
+
+    from agent.logs import read_stream
+
+    banner = ("W1126 10:00:00.123000 4567 torch/distributed/run.py:793] \n"
+              "W1126 10:00:00.123000 4567 torch/distributed/run.py:793] *****************************************\n"
+              "W1126 10:00:00.123000 4567 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable "
+              "for each process to be 1 in default, to avoid your system being overloaded, please further tune the "
+              "variable for optimal performance in your application as needed. \n"
+              "*****************************************\n")
+    assert read_stream(io.BytesIO(banner.encode())).head.strip() == ""
+    kept = read_stream(io.BytesIO((banner + "epoch 1 step 40 loss 2.31\n").encode())).head
+    assert kept.strip() == "epoch 1 step 40 loss 2.31"
