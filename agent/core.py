@@ -307,8 +307,10 @@ class Troubleshooter:
             best = None  # what this machine shows is the verdict: a runbook that only reads alike, about something
             # else, does not lead it (an extension's arch for a CPU-only torch); one about the same problem still does
         answering = (citations[0].source, citations[0].section) if citations and not result.no_match else None
+        # Nor does the runbook of the answering section's kind: the probes' finding gives the first fix there
         if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
-                             None if result.no_match else result.confidence, answering)) is not None:
+                             None if result.no_match else result.confidence, answering,
+                             by_section_kind=not explaining)) is not None:
             runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
             citations = documents_after(runbook, confidence == CHOSEN_CONFIDENCE, citations, quoting, retrieved,
                                         hang_stage(question.text, job, runbook))

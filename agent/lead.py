@@ -32,8 +32,8 @@ class Retrieved:
 
 
 def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lang, retrieved: Retrieved | None = None,
-           documents: float | None = None, best_section: tuple[str, str] | None = None,
-           ) -> tuple[Runbook, float | None] | None:
+           documents: float | None = None, best_section: tuple[str, str] | None = None, *,
+           by_section_kind: bool = True) -> tuple[Runbook, float | None] | None:
     """(the runbook in ``lang``, the confidence that it answers) or None. The diagnosis decides first; then the
     error lines' messages, then the question's, then the stage a hang is reported at; then the runbook retrieval
     found to answer, when a document section answers too (``documents``: the confidence that the best one does,
@@ -44,7 +44,8 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
     path) is recorded as about no failure kind a runbook answers: a question about training speed or an RL reward
     that reads like a DeepSpeed start-up runbook is answered by the tuning section, not by that runbook. Otherwise
     the runbook of the kind the answering section is recorded about leads it (a Chinese "loss 一直是 nan" answered by
-    a NaN section written for one RL framework gets the NaN runbook's fixes first); the section stays cited."""
+    a NaN section written for one RL framework gets the NaN runbook's fixes first); the section stays cited. Not
+    ``by_section_kind`` where something else gives the first fix (a probe's finding that explains the question)."""
     if job is not None and job.root_cause is not None:
         if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
             return None
@@ -66,7 +67,7 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
         return (chosen, retrieved.confidence) if chosen is not None else None
     # The section that answers is recorded about a failure kind (corpus/data/section_kinds.json, most specific first):
     # that kind's runbook gives its checked fixes first, the section follows.
-    kinds = section_kinds(*best_section).kinds if best_section is not None else ()
+    kinds = section_kinds(*best_section).kinds if best_section is not None and by_section_kind else ()
     chosen = in_language(kinds[0], lang) if kinds else None
     return (chosen, documents) if chosen is not None else None
 
@@ -121,13 +122,14 @@ def _timed_out_or_hung(job: JobDiagnosis) -> bool:
 
 def about_finding(source: str, finding: Any) -> bool:
     """The runbook cited as ``source`` is about what a probe found: every word of one of the finding's topics is in
-    the runbook's title, description or messages (arch_mismatch and an sm_120 finding; not an extension's arch
-    runbook and a CPU-only torch)."""
+    the runbook's title or messages, the failure it names (arch_mismatch and an sm_120 finding; not an extension's
+    arch runbook and a CPU-only torch). Not its description, whose context words ("PyTorch", "build", "CUDA") every
+    CUDA runbook shares."""
     from agent.diagnose import names_a_topic
 
     kind = kind_of_source(source)
     book = in_language(kind, "en") if kind else None
-    return book is not None and names_a_topic(finding.topics, " ".join([book.title, book.description, *book.messages]))
+    return book is not None and names_a_topic(finding.topics, " ".join([book.title, *book.messages]))
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:
