@@ -28,15 +28,12 @@ def evaluate(troubleshooter: Troubleshooter, paths: Path | Sequence[Path], cv: i
 
         if cv < 2:
             raise InputError("--cv needs at least 2 folds")
-        asked = None
-        if answers:
-            from agent.crossval_answers import held_out_answers
+        from functools import partial
 
-            cases = load_sets(paths)  # in the order collect() reads them
+        from agent.crossval_answers import held_out_answers
 
-            def asked(parts: list[list[int]], models: list[Any]) -> tuple[list[bool], list[int | None]]:
-                return held_out_answers(troubleshooter, cases, parts, models)
-
+        # the cases in the order collect() reads them
+        asked = partial(held_out_answers, troubleshooter, load_sets(paths)) if answers else None
         return cross_validate(collect(troubleshooter, paths), cv, seed, training=training_records(troubleshooter),
                               group=group, answers=asked)
     if answers:

@@ -61,8 +61,8 @@ def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lan
         return None  # no section answers: a runbook that only reads alike is not trusted
     if best_section is not None and about_no_kind(*best_section):
         return None  # the section that answers is about no failure kind a runbook answers
-    alike = kind_of_source(retrieved.source) if retrieved is not None else None
-    if retrieved is not None and alike is not None and (retrieved.confidence or 0.0) >= documents:
+    if retrieved is not None and (alike := kind_of_source(retrieved.source)) is not None and \
+            (retrieved.confidence or 0.0) >= documents:
         chosen = in_language(alike, lang)
         return (chosen, retrieved.confidence) if chosen is not None else None
     # The section that answers is recorded about a failure kind (corpus/data/section_kinds.json, most specific first):

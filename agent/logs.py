@@ -22,10 +22,11 @@ from jobs.triage import triage_events, triage_lines
 
 HEAD_CHARS = 4000
 # What every torchrun start prints before any training code runs (torch/distributed/run.py: the OMP_NUM_THREADS
-# notice framed in asterisks, under a logger prefix): a log holding only this says nothing about its job, and its
-# words ("overloaded", "optimal performance") would match a section about slow training.
-LAUNCH_BANNER = re.compile(r"^\s*(?:\*{5,}|(?:\S+\s+)?Setting OMP_NUM_THREADS environment variable for each process to be .*"
-                           r"|[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING:torch\.distributed\.run:)\s*$")
+# notice framed in asterisks, under the logger's prefix, which jobs.reader strips where it is glog's): a log holding
+# only this says nothing about its job, and its words ("overloaded", "optimal performance") would match a section
+# about slow training.
+LAUNCH_BANNER = re.compile(r"^\s*(?:\*{5,}|WARNING:torch\.distributed\.run:)\s*$"
+                           r"|Setting OMP_NUM_THREADS environment variable for each process to be")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def read_logs(paths: Sequence[Path], stdin: IO[bytes] | None = None, question: s
     dump: list[str] | None = []  # the text, while it may be a recorded stack dump (bounded)
     dumped = 0
     for line in read_job(paths, stdin):
-        if size < HEAD_CHARS and not LAUNCH_BANNER.match(line.text):
+        if size < HEAD_CHARS and not LAUNCH_BANNER.search(line.text):
             head.append(line.text[: HEAD_CHARS - size] + "\n")
             size += len(head[-1])
         if dump is not None:

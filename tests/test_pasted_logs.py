@@ -103,7 +103,11 @@ def test_a_log_holding_only_torchruns_start_up_banner_gives_retrieval_nothing_to
               "W1126 10:00:00.123000 4567 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable "
               "for each process to be 1 in default, to avoid your system being overloaded, please further tune the "
               "variable for optimal performance in your application as needed. \n"
-              "*****************************************\n")
+              "*****************************************\n"
+              "WARNING:torch.distributed.run:\n"
+              "WARNING:torch.distributed.run:Setting OMP_NUM_THREADS environment variable for each process to be 1\n"
+              "[2024-05-01 10:00:00,000] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS environment "
+              "variable for each process to be 1 in default\n")
     assert read_stream(io.BytesIO(banner.encode())).head.strip() == ""
     kept = read_stream(io.BytesIO((banner + "epoch 1 step 40 loss 2.31\n").encode())).head
     assert kept.strip() == "epoch 1 step 40 loss 2.31"
