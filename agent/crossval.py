@@ -78,14 +78,50 @@ def fit(records: Sequence[Record], features: Sequence[str] = FEATURES, l2: float
     model = _logistic(rows, features, l2)
     if len(rows) < 2 * inner or sum(not r.answerable for r in rows) < inner:
         held = [max(model.probability(c) for c in r.candidates) for r in rows]
-    else:
-        held = [0.0] * len(rows)
-        for part in folds(rows, inner, seed=1):
-            fitted = _logistic([rows[i] for i in range(len(rows)) if i not in set(part)], features, l2)
-            for i in part:  # a case is answered when any section checked passes: its best one counts
-                held[i] = max(fitted.probability(c) for c in rows[i].candidates)
+        return replace(model, threshold=_threshold(np.array(held), np.array([r.answerable for r in rows]),
+                                                   max_false_no_match))
+    held = [0.0] * len(rows)
+    judged_by: list[AnswerabilityModel] = [model] * len(rows)  # the inner model each case was held out from
+    for part in folds(rows, inner, seed=1):
+        fitted = _logistic([rows[i] for i in range(len(rows)) if i not in set(part)], features, l2)
+        for i in part:  # a case is answered when any section checked passes: its best one counts
+            held[i] = max(fitted.probability(c) for c in rows[i].candidates)
+            judged_by[i] = fitted
     threshold = _threshold(np.array(held), np.array([r.answerable for r in rows]), max_false_no_match)
-    return replace(model, threshold=threshold)
+    stated = _answered_held_out(rows, [replace(m, threshold=threshold) for m in judged_by])
+    return replace(model, threshold=threshold, calibration=_platt(stated))
+
+
+def _answered_held_out(rows: Sequence[Record], models: Sequence[AnswerabilityModel]) -> list[tuple[float, bool]]:
+    """(probability, right) of every case its held-out model answered: right when the section it cited first is a
+    gold one (an unanswerable case answered is wrong)."""
+    stated = []
+    for record, model in zip(rows, models, strict=True):
+        refused, rank = record.decided(model)
+        found = next((c for c in record.candidates if model.decide(c)[0]), None)
+        if not refused and found is not None:
+            stated.append((model.probability(found), record.answerable and rank == 0))
+    return stated
+
+
+def _platt(stated: Sequence[tuple[float, bool]], l2: float = 1.0) -> tuple[float, float]:
+    """(a, b) of sigmoid(a * logit(p) + b) fitted to how often the answers stated at p were right (Platt scaling,
+    a kept >= 0 so the order stays p's); the identity where too few answers, or only right or only wrong ones."""
+    if len(stated) < 20 or len({right for _, right in stated}) < 2:
+        return 1.0, 0.0
+    p = np.clip(np.array([q for q, _ in stated]), 1e-6, 1 - 1e-6)
+    z = np.column_stack([np.log(p / (1 - p)), np.ones(len(p))])
+    y = np.array([float(right) for _, right in stated])
+    w = np.array([1.0, 0.0])
+    for _ in range(50):  # Newton steps, L2 pulling a towards 1 (the probability as it is), not towards 0
+        q = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
+        gradient = z.T @ (q - y) + np.array([l2 * (w[0] - 1.0), 0.0])
+        hessian = (z * (q * (1 - q))[:, None]).T @ z + np.diag([l2, 1e-9])
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return max(float(w[0]), 0.0), float(w[1])
 
 
 def _logistic(rows: Sequence[Record], features: Sequence[str], l2: float) -> AnswerabilityModel:
@@ -386,7 +422,8 @@ def training_records(troubleshooter: Any) -> list[Record]:
 
 FITTED_COMMENT = (
     "Answerability weights (corpus/answerability.py): a logistic model per embedding model over evidence that is "
-    "relative to the knowledge base, and the probability threshold under which the answer is no_match. Written by "
+    "relative to the knowledge base, the probability threshold under which the answer is no_match, and the calibration "
+    "(a, b) of the confidence stated, sigmoid(a * logit(p) + b), fitted on the fit's inner held-out folds. Written by "
     "`python -m agent.crossval --fit CASES.jsonl` from labelled cases (answerable or not); `traindoc eval --cv K` "
     "measures the same fitting on held-out folds; every fit also learns from agent/data/answerability_cases.jsonl. "
     "\"any\": no dense evidence, for a model named by the user."

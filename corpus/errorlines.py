@@ -42,9 +42,17 @@ QUESTION_CAP = 16 * 1024
 OPENING_CHARS = 2000
 
 
+# A failure word the line denies ("也没有报错", "没有错误", "不报错", "no errors"): a hang report's prose says there was
+# no error; that is no error line. Read only on a line ERROR_LINE matched (rare), so a long log costs nothing more.
+NEGATED = re.compile(r"(?:没有?|无|不|未|并没有?)(?:任何|什么|出现|看到|显示)?(?:报错|错误|失败)(?:信息|提示|输出)?"
+                     r"|(?i:\b(?:no|without(?: any)?|zero) (?:errors?|failures?)\b)")
+
+
 def is_error_line(line: str) -> bool:
     line = line[:READ_CHARS]
-    return ERROR_PREFILTER.search(line) is not None and ERROR_LINE.search(line) is not None
+    if ERROR_PREFILTER.search(line) is None or ERROR_LINE.search(line) is None:
+        return False
+    return NEGATED.search(line) is None or ERROR_LINE.search(NEGATED.sub(" ", line)) is not None
 
 
 def normalise(line: str) -> str:

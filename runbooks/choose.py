@@ -99,8 +99,12 @@ def related_kinds(kind: str) -> frozenset[str]:
 
 
 @cache
-def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
-    return tuple((row["kind"], tuple(re.compile(word, re.IGNORECASE) for word in row["words"]))
+def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]], ...]:
+    """(kind, words that name its stage, words that rule it out: a later part of the run the report names)."""
+    def compiled(words: list[str]) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(word, re.IGNORECASE) for word in words)
+
+    return tuple((row["kind"], compiled(row["words"]), compiled(row.get("unless", [])))
                  for row in _stage_table()["stages"])
 
 
@@ -112,7 +116,8 @@ def for_hang(text: str) -> Runbook | None:
     if HANG_WORDS.search(head) is None:
         return None
     books = _kinds()
-    return next((books[kind] for kind, words in _stages() if kind in books and any(w.search(head) for w in words)), None)
+    return next((books[kind] for kind, words, unless in _stages()
+                 if kind in books and any(w.search(head) for w in words) and not any(u.search(head) for u in unless)), None)
 
 
 def kind_of_source(source: str) -> str | None:

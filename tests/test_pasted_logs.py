@@ -111,3 +111,14 @@ def test_a_log_holding_only_torchruns_start_up_banner_gives_retrieval_nothing_to
     assert read_stream(io.BytesIO(banner.encode())).head.strip() == ""
     kept = read_stream(io.BytesIO((banner + "epoch 1 step 40 loss 2.31\n").encode())).head
     assert kept.strip() == "epoch 1 step 40 loss 2.31"
+
+
+def test_a_deepspeed_hang_at_no_named_stage_with_no_error_gets_the_start_up_runbook_and_no_error_line(
+        cli: CliRunner) -> None:
+    """A Chinese DeepSpeed hang report whose prose says there was no error: "没有报错" is no error line to quote
+    back, and a DeepSpeed job that hangs at no named stage is DeepSpeed's start-up hang (its first check finds where
+    each rank waits)."""
+    question = "我用 deepspeed 做四卡预训练，数据集读完以后程序就一直停着不动了，没有任何报错\n单卡跑是正常的，这是什么原因？"
+    answer = _ask(cli, question)
+    assert runbook_of(answer["citations"]) == "deepspeed_init_hang", answer["citations"][:2]
+    assert "没有任何报错" not in answer["answer"], answer["answer"][:900]  # not quoted back as "the error line"

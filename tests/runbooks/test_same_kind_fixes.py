@@ -111,6 +111,14 @@ INIT_002 = "DeepSpeed卡住问题解决方案 > 问题描述"
         ("deepspeed init hangs; py-spy shows all_reduce", "deepspeed_init_hang"),  # the earlier stage is named first
         ("the backward pass takes forever on this model", None),  # slow, not a hang
         ("all_reduce is slow on 2 nodes", None),
+        # A DeepSpeed job that hangs at no named stage is DeepSpeed's start-up hang (its first check finds the stage)
+        ("用 deepspeed 和 accelerate 单机多卡训练，加载完数据后一直卡着不动，单卡没问题", "deepspeed_init_hang"),
+        ("DeepSpeed job with 2 nodes just hangs, no error", "deepspeed_init_hang"),
+        ("deepspeed training hangs at the all_reduce", "collective_timeout"),  # a stage named: that stage's runbook
+        ("deepspeed model.save_checkpoint hangs on rank 0", None),  # a later part of the run, no runbook of its own
+        ("deepspeed 评估时卡住", None),
+        ("deepspeed hangs after epoch 2", None),
+        ("deepspeed finishes but is slow", None),  # no hang
     ],
 )
 def test_a_reported_hang_at_a_named_stage_is_that_stages_runbook(report: str, kind: str | None) -> None:
