@@ -76,9 +76,19 @@ def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting
     """The sections that may follow the runbook: those not recorded as being about another kind of failure than
     the runbook's (or a kind related to it, runbooks.choose.related_kinds) or about none, unless the section quotes
     the question's own error message (``quoting``: chunk ids). A section about a port clash is no answer to an fp16
-    overflow, nor is a FlashAttention install note an answer to a CUDA library that fails to load."""
+    overflow, nor is a FlashAttention install note an answer to a CUDA library that fails to load. Those recorded
+    about a related kind only (quoting nothing asked) come after the rest, each part in retrieval's order: a vLLM KV-cache
+    error is answered by the vLLM OOM section before the generic OOM one (on dev + dev2 no report moved; on the 43
+    fresh reports two did, both to the right section)."""
     kinds = related_kinds(book.kind)
-    return [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
+    kept = [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
+    return sorted(kept, key=lambda c: c.chunk_id not in quoting and _about_a_relative_only(book.kind, c))
+
+
+def _about_a_relative_only(kind: str, citation: Citation) -> bool:
+    """The section is recorded about failure kinds, not ``kind`` itself (a team's section is not recorded: it stays)."""
+    kinds = section_kinds(citation.source, citation.section).kinds
+    return bool(kinds) and kind not in kinds
 
 
 def documents_after(book: Runbook, established: bool, answering: Sequence[Citation], quoting: Collection[str],
@@ -133,10 +143,10 @@ def about_finding(source: str, finding: Any) -> bool:
 
 
 def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: int) -> list[Citation]:
-    """The runbook as [1], then the documents' sections retrieval found, as it ranked them (sorting those about the
-    runbook's kind first moved 3 of 126 real reports' right section either way, and widened the gap between
-    English and Chinese askers: the kinds only choose which sections' fixes follow the runbook's, agent.compose),
-    renumbered: ``limit`` citations in all."""
+    """The runbook as [1], then the documents' sections in the order given (documents_after puts those about an
+    established kind's own failure first; here, sorting every answer's sections by the runbook's kind moved 3 of 126
+    real reports' right section either way and widened the gap between English and Chinese askers), renumbered:
+    ``limit`` citations in all."""
     text = runbook_markdown(book, 1, lang)
     first = Citation(n=1, source=book.source, section=citation_section(book), chunk_id=citation_chunk_id(book),
                      score=max([1.0, *(c.score for c in citations)]), text=text, title=book.title)

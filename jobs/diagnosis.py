@@ -17,7 +17,8 @@ from typing import Any, Literal
 # A question (or a log's last line) that says the job hangs.
 # Letters, not \b, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too; an identifier
 # (freeze_vit, hang_timeout) is none.
-HANG_WORDS = re.compile(r"(?i)(?<![a-z_])(?:hang|hangs|hanging|hung|stuck|freez(?:e|es|ing)|froze|frozen|no progress|not progressing|"
+HANG_WORDS = re.compile(r"(?i)(?<![a-z_])(?:hang|hangs|hanging|hung|stuck(?:s|ed)?|freez(?:e|es|ing)|froze|frozen|"
+                        r"no progress|not progressing|"
                         r"deadlock(?:s|ed)?|(?:sits?|sitting|waits?|waiting|blocks?|blocked|stays?|staying) (?:there |idle )?forever|"
                         r"never (?:returns|finishes|completes|proceeds))(?![a-z_])|"
                         r"卡住|卡死|卡在|挂起|不动|一直在等|一直等待|没有反应|无响应")

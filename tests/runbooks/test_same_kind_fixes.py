@@ -114,6 +114,8 @@ INIT_002 = "DeepSpeed卡住问题解决方案 > 问题描述"
         # A DeepSpeed job that hangs at no named stage is DeepSpeed's start-up hang (its first check finds the stage)
         ("用 deepspeed 和 accelerate 单机多卡训练，加载完数据后一直卡着不动，单卡没问题", "deepspeed_init_hang"),
         ("DeepSpeed job with 2 nodes just hangs, no error", "deepspeed_init_hang"),
+        ("with 2 nodes it stucks at the deepspeed initialization", "deepspeed_init_hang"),  # "stucks", "stucked"
+        ("training is stucked in init_process_group", "rendezvous"),
         ("deepspeed training hangs at the all_reduce", "collective_timeout"),  # a stage named: that stage's runbook
         ("deepspeed model.save_checkpoint hangs on rank 0", None),  # a later part of the run, no runbook of its own
         ("deepspeed 评估时卡住", None),
@@ -227,3 +229,22 @@ def test_the_runbook_of_the_kind_the_answering_section_is_about_leads_it() -> No
     assert choose("loss is nan", None, [], "en", None, None, (seed, NAN_004)) is None
     assert choose("loss is nan", None, [], "en", None, 0.93, ("/team/notes.md", "NaN")) is None
     assert choose("training is slow", None, [], "en", None, 0.93, (seed, SLOW_004)) is None
+
+
+OOM_VLLM_004 = "故障排除指南 > 显存问题 > 问题：vLLM 引擎引发的 OOM"
+
+
+def test_after_an_established_runbook_a_section_about_its_own_kind_comes_before_one_about_a_related_kind() -> None:
+    """A vLLM KV-cache error: the vLLM OOM section (recorded about vllm_kv_cache) before the generic OOM one (about
+    cuda_oom, a related kind), whatever retrieval's order; a section quoting the asked error and a team's section
+    (not recorded) keep their places."""
+    book = runbooks()[("vllm_kv_cache", "en")]
+    generic, vllm = _seed_citation(2, OOM_004), _seed_citation(3, OOM_VLLM_004)
+    team = Citation(n=4, source="/team/docs/vllm.md", section="KV cache", chunk_id="team-1", score=1.0, text="...")
+    assert "cuda_oom" in related_kinds("vllm_kv_cache")
+    assert [c.section for c in about_the_same_failure(book, [generic, vllm], set())] == [OOM_VLLM_004, OOM_004]
+    assert [c.section for c in about_the_same_failure(book, [team, generic, vllm], set())] == \
+        ["KV cache", OOM_VLLM_004, OOM_004]
+    assert [c.section for c in about_the_same_failure(book, [generic, vllm], {generic.chunk_id})] == \
+        [OOM_004, OOM_VLLM_004]
+    assert [c.section for c in documents_after(book, False, [generic, vllm], set())] == [OOM_004, OOM_VLLM_004]
