@@ -166,6 +166,16 @@ def test_model_round_trips_through_json():
         ("disk full while saving", "保存模型时请指定 save_path", False),
         ("disk full while saving", "OSError: Disk quota exceeded\nRuntimeError: Cannot save checkpoint", True),
         ("NaN / inf loss", "显存溢出: lower the batch size", False),  # an overflow of memory is no NaN
+        ("torch.compile failure", "`torch.compile` 可以显著提速", False),  # a speed tip names the topic
+        ("torch.compile failure", "torch.compile 报错 BackendCompilerFailed: backend='inductor'", True),
+        ("bf16 unsupported on this GPU", "# 使用 BF16 代替 FP16\n--bf16", False),  # a NaN fix that uses bf16
+        ("bf16 unsupported on this GPU", "V100 不支持 bf16（计算能力 7.0），改用 fp16", True),
+        ("tensor shape mismatch", "profile(record_shapes=True) 记录每个算子的 shape", False),
+        ("command-line arguments", "把 batch size 参数调小", False),  # every section has 参数 (parameters)
+        ("command-line arguments", "error: unrecognized arguments: --local-rank=0 (命令行参数解析错误)", True),
+        ("host RAM exhausted (killed)", "错误3: GPU内存不足", False),  # GPU memory is not the host's
+        ("rendezvous / connection failure", "门控网络的初始化有助于专家路由", False),  # a neural network
+        ("rendezvous / connection failure", "确保节点之间的网络连接是畅通的", True),
     ],
 )
 def test_a_family_is_covered_by_a_section_about_the_failure_not_its_topic(family, section_text, covers):
