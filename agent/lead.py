@@ -77,12 +77,19 @@ def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting
     the runbook's (or a kind related to it, runbooks.choose.related_kinds) or about none, unless the section quotes
     the question's own error message (``quoting``: chunk ids). A section about a port clash is no answer to an fp16
     overflow, nor is a FlashAttention install note an answer to a CUDA library that fails to load. Those recorded
-    about a related kind only (quoting nothing asked) come after the rest, each part in retrieval's order: a vLLM KV-cache
-    error is answered by the vLLM OOM section before the generic OOM one (on dev + dev2 no report moved; on the 43
-    fresh reports two did, both to the right section)."""
+    about a related kind only (quoting nothing asked) come after the rest, and those that only diagnose (role
+    "diagnosis") after those that fix, each part in retrieval's order: a vLLM KV-cache error is answered by the vLLM
+    OOM section before the generic OOM one (on the 43 fresh reports two moved, both to the right section; on dev +
+    dev2 none), a port clash by "port in use" before "leftover processes" (one dev report moved, to the right one)."""
     kinds = related_kinds(book.kind)
     kept = [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
-    return sorted(kept, key=lambda c: c.chunk_id not in quoting and _about_a_relative_only(book.kind, c))
+    return sorted(kept, key=lambda c: (c.chunk_id not in quoting and _about_a_relative_only(book.kind, c),
+                                       c.chunk_id not in quoting and _only_diagnoses(c)))
+
+
+def _only_diagnoses(citation: Citation) -> bool:
+    """The section is recorded as one that explains or checks, giving no fix (a team's section is not recorded)."""
+    return section_kinds(citation.source, citation.section).role == "diagnosis"
 
 
 def _about_a_relative_only(kind: str, citation: Citation) -> bool:

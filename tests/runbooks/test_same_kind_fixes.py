@@ -248,3 +248,16 @@ def test_after_an_established_runbook_a_section_about_its_own_kind_comes_before_
     assert [c.section for c in about_the_same_failure(book, [generic, vllm], {generic.chunk_id})] == \
         [OOM_004, OOM_VLLM_004]
     assert [c.section for c in documents_after(book, False, [generic, vllm], set())] == [OOM_004, OOM_VLLM_004]
+
+
+LEFTOVER_002 = "DeepSpeed卡住问题解决方案 > 常见原因 > 4. 进程残留"
+
+
+def test_after_an_established_runbook_a_section_that_fixes_comes_before_one_that_only_diagnoses() -> None:
+    book = runbooks()[("port_in_use", "en")]
+    leftover, port = _seed_citation(2, LEFTOVER_002), _seed_citation(3, PORT_002)
+    assert section_kinds(leftover.source, LEFTOVER_002).role == "diagnosis"
+    assert section_kinds(port.source, PORT_002).role == "fix"
+    assert [c.section for c in about_the_same_failure(book, [leftover, port], set())] == [PORT_002, LEFTOVER_002]
+    assert [c.section for c in about_the_same_failure(book, [leftover, port], {leftover.chunk_id})] == \
+        [LEFTOVER_002, PORT_002]  # the section quoting the asked error keeps its place
