@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -224,6 +224,8 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
+@lru_cache(maxsize=1024)  # a pure function of its arguments and the shipped tables: a section shown again (the same
+# runbook leads many answers) is reviewed once per process; Reviewed and its flags are frozen
 def review(text: str, source: str, section: str, lang: Lang, *, question: str = "", torch_version: str | None = None,
            declared_project: str | None = None) -> Reviewed:
     """``text`` as it may be shown to this asker: corrected, marked, and labelled with whose advice it is.

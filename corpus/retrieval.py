@@ -328,9 +328,12 @@ class Retriever:
         else:
             vector = embed_queries(self._embedder, [text])[0]  # type: ignore[arg-type]
             self._last_query = (text, vector)
-        scores = np.zeros(size, dtype=np.float32)
         # The nearest chunks among those searched: as many more as the search skips (runbooks, or documents).
-        for chunk_id, similarity in self._dense.nearest(vector, limit=min(NEAREST + skipped, size)):
+        limit = min(NEAREST + skipped, size)
+        if self._dense is self.snapshot and (aligned := self.snapshot.similarities(vector, limit)) is not None:
+            return aligned.astype(np.float32, copy=False)  # the snapshot's own vectors: already in chunk order
+        scores = np.zeros(size, dtype=np.float32)
+        for chunk_id, similarity in self._dense.nearest(vector, limit=limit):
             index = self._position.get(chunk_id)
             if index is not None:
                 scores[index] = similarity

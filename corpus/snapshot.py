@@ -128,6 +128,20 @@ class KnowledgeSnapshot:
         top = top[np.argsort(-similarity[top])]
         return [(self.chunks[i].chunk_id, float(similarity[i])) for i in top]
 
+    def similarities(self, vector: np.ndarray, limit: int) -> np.ndarray | None:
+        """Per chunk, in the snapshot's order: the cosine similarity for the ``limit`` nearest, 0 for the rest (what
+        ``nearest`` gives, as an array: no tuple or id lookup per chunk when ``limit`` is most of a 20k corpus)."""
+        if self.vectors is None or not len(self.chunks):
+            return None
+        similarity = self.vectors @ np.asarray(vector, dtype=np.float32)
+        limit = min(limit, len(similarity))
+        if limit >= len(similarity):
+            return similarity
+        scores = np.zeros_like(similarity)
+        top = np.argpartition(-similarity, limit - 1)[:limit]
+        scores[top] = similarity[top]
+        return scores
+
     def position(self) -> dict[str, int]:
         return {c.chunk_id: i for i, c in enumerate(self.chunks)}
 

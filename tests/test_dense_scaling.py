@@ -23,3 +23,27 @@ def test_no_nearest_chunk_and_equal_cosines_are_handled() -> None:
     assert not _relative(np.zeros(4, dtype=np.float32), 50.0).any()
     flat = _relative(np.array([0.8, 0.8, 0.0], dtype=np.float32), 50.0)
     assert flat.tolist() == [1.0, 1.0, 0.0]
+
+
+def test_the_snapshots_aligned_similarities_are_its_nearest_chunks_scattered_in_chunk_order() -> None:
+    """Retriever._cosines reads the snapshot's own vectors as one array (no tuple per chunk for a search that skips
+    most of a 20k corpus): the same cosines, at the same chunks, as ``nearest`` gives."""
+    from corpus.snapshot import KnowledgeSnapshot, StoredChunk
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(300, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chunks = [StoredChunk.__new__(StoredChunk) for _ in range(300)]
+    for i, chunk in enumerate(chunks):
+        object.__setattr__(chunk, "chunk_id", f"c{i}")
+    snapshot = KnowledgeSnapshot.__new__(KnowledgeSnapshot)  # only what the dense search reads
+    object.__setattr__(snapshot, "chunks", chunks)
+    object.__setattr__(snapshot, "vectors", vectors)
+    query = vectors[7] + 0.1 * rng.normal(size=16).astype(np.float32)
+    for limit in (1, 60, 299, 300, 1000):
+        aligned = snapshot.similarities(query, limit)
+        assert aligned is not None
+        expected = np.zeros(300, dtype=np.float32)
+        for chunk_id, similarity in snapshot.nearest(query, limit):
+            expected[int(chunk_id[1:])] = similarity
+        np.testing.assert_allclose(aligned, expected, rtol=1e-6)
