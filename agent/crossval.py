@@ -88,40 +88,37 @@ def fit(records: Sequence[Record], features: Sequence[str] = FEATURES, l2: float
             held[i] = max(fitted.probability(c) for c in rows[i].candidates)
             judged_by[i] = fitted
     threshold = _threshold(np.array(held), np.array([r.answerable for r in rows]), max_false_no_match)
-    stated = _answered_held_out(rows, [replace(m, threshold=threshold) for m in judged_by])
+    judged = [(record, replace(m, threshold=threshold)) for record, m in zip(rows, judged_by, strict=True)]
+    stated = [(m.probability(found), right) for m, found, right in _answered(judged)]
     return replace(model, threshold=threshold, calibration=_platt(stated))
 
 
-def _answered_held_out(rows: Sequence[Record], models: Sequence[AnswerabilityModel]) -> list[tuple[float, bool]]:
-    """(probability, right) of every case its held-out model answered: right when the section it cited first is a
-    gold one (an unanswerable case answered is wrong)."""
-    stated = []
-    for record, model in zip(rows, models, strict=True):
+def _answered(judged: Sequence[tuple[Record, AnswerabilityModel]]) -> list[tuple[AnswerabilityModel, Evidence, bool]]:
+    """(model, the section's evidence, right) of every case the model it was held out from answered: right when the
+    section cited first is a gold one (an unanswerable case answered is wrong)."""
+    answered = []
+    for record, model in judged:
         refused, rank = record.decided(model)
         found = next((c for c in record.candidates if model.decide(c)[0]), None)
         if not refused and found is not None:
-            stated.append((model.probability(found), record.answerable and rank == 0))
-    return stated
+            answered.append((model, found, record.answerable and rank == 0))
+    return answered
 
 
 def _platt(stated: Sequence[tuple[float, bool]], l2: float = 1.0) -> tuple[float, float]:
-    """(a, b) of sigmoid(a * logit(p) + b) fitted to how often the answers stated at p were right (Platt scaling,
-    a kept >= 0 so the order stays p's); the identity where too few answers, or only right or only wrong ones."""
+    """(a, b) of sigmoid(a * logit(p) + b) fitted to how often the answers stated at p were right (Platt scaling, the
+    penalty pulling a towards 1: the probability as it is); the identity where too few answers, or only right or only
+    wrong ones. Where a higher p was no more often right (a < 0), a is 0: every answer states the share that was."""
     if len(stated) < 20 or len({right for _, right in stated}) < 2:
         return 1.0, 0.0
     p = np.clip(np.array([q for q, _ in stated]), 1e-6, 1 - 1e-6)
-    z = np.column_stack([np.log(p / (1 - p)), np.ones(len(p))])
+    logit = np.log(p / (1 - p))
     y = np.array([float(right) for _, right in stated])
-    w = np.array([1.0, 0.0])
-    for _ in range(50):  # Newton steps, L2 pulling a towards 1 (the probability as it is), not towards 0
-        q = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
-        gradient = z.T @ (q - y) + np.array([l2 * (w[0] - 1.0), 0.0])
-        hessian = (z * (q * (1 - q))[:, None]).T @ z + np.diag([l2, 1e-9])
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return max(float(w[0]), 0.0), float(w[1])
+    w = _newton(np.column_stack([logit, np.ones(len(p))]), y, l2, offset=logit)  # (a - 1, b)
+    if 1.0 + w[0] >= 0:
+        return 1.0 + float(w[0]), float(w[1])
+    share = min(max(float(y.mean()), 1e-3), 1 - 1e-3)
+    return 0.0, float(np.log(share / (1 - share)))
 
 
 def _logistic(rows: Sequence[Record], features: Sequence[str], l2: float) -> AnswerabilityModel:
@@ -155,12 +152,15 @@ def _logistic(rows: Sequence[Record], features: Sequence[str], l2: float) -> Ans
     return AnswerabilityModel(tuple(w[:-1]), float(w[-1]), tuple(mean), tuple(scale), 0.5, tuple(features))
 
 
-def _newton(z: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
+def _newton(z: np.ndarray, y: np.ndarray, l2: float, offset: np.ndarray | None = None) -> np.ndarray:
+    """Logistic weights for ``z`` (its last column the bias, not penalised) with a fixed ``offset`` added to every
+    case's score (Platt scaling's logit(p), whose weight the penalty then pulls towards 1)."""
     w = np.zeros(z.shape[1])
+    base = np.zeros(len(z)) if offset is None else offset
     penalty = np.full(z.shape[1], l2)
     penalty[-1] = 0.0  # the last column is the bias
     for _ in range(50):
-        p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
+        p = 1 / (1 + np.exp(-np.clip(z @ w + base, -30, 30)))
         gradient = z.T @ (p - y) + penalty * w
         hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(len(w))
         step = np.linalg.solve(hessian, gradient)
@@ -305,16 +305,8 @@ def calibration(records: Sequence[Record], parts: Sequence[Sequence[int]], model
     """How often the held-out section traindoc answers with is right, by the confidence it stated: per bin, the
     answered cases, the share whose first section is a gold one (unanswerable cases count as wrong), and the mean
     stated confidence. A calibrated model's share is close to its mean confidence."""
-    stated: list[tuple[float, bool]] = []
-    for held_out, model in zip(parts, models, strict=True):
-        for i in held_out:
-            record = records[i]
-            refused, rank = record.decided(model)
-            if refused:
-                continue
-            found = next((c for c in record.candidates if model.decide(c)[0]), None)
-            confidence = model.decide(found)[1] if found is not None else 0.0
-            stated.append((confidence, record.answerable and rank == 0))
+    judged = [(records[i], model) for held_out, model in zip(parts, models, strict=True) for i in held_out]
+    stated = [(model.decide(found)[1], right) for model, found, right in _answered(judged)]
     rows = []
     for low, high in zip(CONFIDENCE_BINS, CONFIDENCE_BINS[1:], strict=False):
         inside = [(p, right) for p, right in stated if low <= p < high]

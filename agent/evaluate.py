@@ -7,6 +7,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,10 @@ def evaluate(troubleshooter: Troubleshooter, paths: Path | Sequence[Path], cv: i
     paths = [paths] if isinstance(paths, Path) else list(paths)
     if cv is not None:
         from agent.crossval import collect, cross_validate, training_records
+        from agent.crossval_answers import held_out_answers
 
         if cv < 2:
             raise InputError("--cv needs at least 2 folds")
-        from functools import partial
-
-        from agent.crossval_answers import held_out_answers
-
         # the cases in the order collect() reads them
         asked = partial(held_out_answers, troubleshooter, load_sets(paths)) if answers else None
         return cross_validate(collect(troubleshooter, paths), cv, seed, training=training_records(troubleshooter),

@@ -83,8 +83,8 @@ def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting
     dev2 none), a port clash by "port in use" before "leftover processes" (one dev report moved, to the right one)."""
     kinds = related_kinds(book.kind)
     kept = [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
-    return sorted(kept, key=lambda c: (c.chunk_id not in quoting and _about_a_relative_only(book.kind, c),
-                                       c.chunk_id not in quoting and _only_diagnoses(c)))
+    return sorted(kept, key=lambda c: (False, False) if c.chunk_id in quoting else
+                  (_about_a_relative_only(book.kind, c), _only_diagnoses(c)))
 
 
 def _only_diagnoses(citation: Citation) -> bool:

@@ -184,6 +184,10 @@ def evidence(
                     platform, quoted_message)
 
 
+def _sigmoid(score: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, score))))
+
+
 @dataclass(frozen=True)
 class AnswerabilityModel:
     """Logistic regression over standardised evidence; ``threshold`` on the probability decides. ``calibration``
@@ -202,8 +206,7 @@ class AnswerabilityModel:
     def probability(self, found: Evidence) -> float:
         x = np.array([getattr(found, name) for name in self.features], dtype=np.float64)
         z = (x - np.array(self.mean)) / np.array(self.scale)
-        score = float(np.dot(z, self.weights) + self.bias)
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, score))))
+        return _sigmoid(float(np.dot(z, self.weights) + self.bias))
 
     def decide(self, found: Evidence) -> tuple[bool, float]:
         """(answerable, confidence): confidence is the probability that the section answers.
@@ -222,8 +225,7 @@ class AnswerabilityModel:
         if (a, b) == (1.0, 0.0):
             return p
         p = min(max(p, 1e-9), 1 - 1e-9)
-        score = a * math.log(p / (1 - p)) + b
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, score))))
+        return _sigmoid(a * math.log(p / (1 - p)) + b)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -30,6 +30,16 @@ def test_platt_scaling_pulls_an_overconfident_probability_to_how_often_it_was_ri
     assert a >= 0 and model.stated(0.3) < model.stated(0.6) < model.stated(0.9)  # the order stays p's
 
 
+def test_where_a_higher_probability_was_no_more_often_right_every_answer_states_the_share_that_was():
+    """Anti-correlated held-out answers (a fold where the surest answers were wrong more often): no negative slope
+    and no runaway intercept, the confidence is the share right (Newton once diverged here to b = 1e10)."""
+    rng = random.Random(3)
+    stated = [(0.97, rng.random() < 0.6) for _ in range(40)] + [(0.8, rng.random() < 0.9) for _ in range(40)]
+    a, b = _platt(stated)
+    share = sum(right for _, right in stated) / len(stated)
+    assert a == 0.0 and abs(1 / (1 + math.exp(-b)) - share) < 1e-6
+
+
 def test_too_few_answers_or_one_outcome_leave_the_probability_as_it_is():
     assert _platt(_overconfident(n=10)) == (1.0, 0.0)
     assert _platt([(0.9, True)] * 50) == (1.0, 0.0)
@@ -52,6 +62,7 @@ def _records(n_pos: int = 40, n_neg: int = 15, seed: int = 1) -> list[Record]:
 def test_fit_states_a_calibrated_confidence_but_decides_on_the_probability():
     model = fit(_records())
     assert model.calibration != (1.0, 0.0)
+    assert model.calibration[0] >= 0 and abs(model.calibration[1]) < 10  # a probability near the share right
     raw = replace(model, calibration=(1.0, 0.0))
     for record in _records(seed=2):
         found = record.candidates[0]
