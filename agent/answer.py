@@ -63,6 +63,7 @@ class Answer:
     mode: str | None = None  # with a model: "agent" (it called the tools) or "explain" (it wrote from traindoc's facts)
     # The cause, where, the first fix and the confidence (an agent.summary.Verdict): set by ask() on every answer.
     verdict: Any = None
+    lead: Any = None  # agent.leads.Lead: which runbook kind leads, the rule that decided and the words it rests on
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -86,6 +87,8 @@ class Answer:
         data["advice"] = [{"citation": c.n, **flag.to_json()} for c in self.citations for flag in c.advice]
         data["diagnosis"] = self.diagnosis.to_json() if self.diagnosis is not None else None
         data["verdict"] = self.verdict.to_json() if self.verdict is not None else None
+        data["lead"] = None if self.lead is None else {"kind": self.lead.kind, "rule": self.lead.rule,
+                                                         "because": self.lead.because}
         if self.steps is not None:
             data["steps"] = self.steps
         if self.grounded is not None:

@@ -20,6 +20,7 @@ from agent.answer import Answer, Citation
 from agent.compose import compose
 from agent.conversation import Context, context_note, follow_up_context
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
+from agent.exceptions import names_agree, recognise
 from agent.facts import Facts
 from agent.presumptions import contradicted, gpu_archs, torch_version
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
@@ -293,26 +294,33 @@ class Troubleshooter:
         nearest: list[Citation] = []
         retrieved = citations
         no_match, confidence = result.no_match, result.confidence
+        raised = recognise([*(question.log_errors or result.error_lines), *question.text.splitlines()])
+        if raised is not None and not no_match and not any(names_agree(raised, c.text) for c in citations):
+            no_match = True  # the exception names a module or a file no section names: those sections are not answers
+        elif raised is not None and not no_match:
+            citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if names_agree(raised, c.text)), 1)]
         if no_match:
             citations, nearest = [], citations[:3]
         elif wrong := contradicted(citations, gpu_archs(self._machine_evidence(question, job, diagnosis))):
             citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in wrong), 1)]
             no_match = not citations  # a section written for another GPU is not the answer
-        from agent.lead import CHOSEN_CONFIDENCE, Retrieved, about_finding, choose, documents_after, hang_stage, lead_with
+        from agent.lead import about_finding, documents_after, hang_stage, lead_with, leading
+        from agent.leads import LeadEvidence, Retrieved
 
-        runbook = None
+        runbook, lead = None, None
         best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
         explaining = _explaining(diagnosis, question.text)
         if best is not None and explaining and not any(about_finding(best.source, f) for f in explaining):
             best = None  # what this machine shows is the verdict: a runbook that only reads alike, about something
             # else, does not lead it (an extension's arch for a CPU-only torch); one about the same problem still does
-        answering = (citations[0].source, citations[0].section) if citations and not result.no_match else None
+        answering = (citations[0].source, citations[0].section) if citations and not no_match else None
         # Nor does the runbook of the answering section's kind: the probes' finding gives the first fix there
-        if (chosen := choose(question.text, job, question.log_errors or result.error_lines, lang, best,
-                             None if result.no_match else result.confidence, answering,
-                             by_section_kind=not explaining)) is not None:
-            runbook, confidence = chosen  # the fix follows the diagnosis: the kind's runbook leads
-            citations = documents_after(runbook, confidence == CHOSEN_CONFIDENCE, citations, quoting, retrieved,
+        lead_evidence = LeadEvidence(question.text, job, question.log_errors or result.error_lines, lang, best,
+                                     None if no_match else result.confidence, answering, by_section_kind=not explaining)
+        if (chosen := leading(lead_evidence)) is not None:
+            runbook, lead = chosen  # the fix follows the diagnosis: the kind's runbook leads
+            confidence = lead.confidence
+            citations = documents_after(runbook, lead.established, citations, quoting, retrieved,
                                         hang_stage(question.text, job, runbook))
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
         evidence = self._machine_evidence(question, job, diagnosis)
@@ -328,7 +336,7 @@ class Troubleshooter:
         return Facts(question, citations, findings, results, no_match,
                      result.recognised, question.log_errors or result.error_lines, job,
                      question.bundle.name if question.bundle else "", timings, started,
-                     confidence=confidence, nearest=nearest, runbook=runbook)
+                     confidence=confidence, nearest=nearest, runbook=runbook, lead=lead)
 
     @staticmethod
     def _machine_evidence(question: Question, job: JobDiagnosis | None, diagnosis: Any) -> list[str]:
@@ -369,7 +377,7 @@ class Troubleshooter:
         answer = Answer(
             question=question.text, answer=body, citations=facts.citations, findings=facts.findings,
             no_match=facts.no_match, timings_ms=timings, error_lines=facts.errors, recognised=facts.recognised,
-            id=question.id, diagnosis=job, confidence=facts.confidence,
+            id=question.id, diagnosis=job, confidence=facts.confidence, lead=facts.lead,
         )
         from agent.summary import finished
 

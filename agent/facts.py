@@ -29,3 +29,4 @@ class Facts:
     confidence: float | None = None  # that the first section answers (corpus.answerability)
     nearest: list[Citation] = field(default_factory=list)  # no_match: the closest sections, not answers
     runbook: Any = None  # runbooks.catalog.Runbook that leads the answer (agent.lead), in the asker's language
+    lead: Any = None  # agent.leads.Lead: why that runbook leads

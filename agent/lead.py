@@ -8,68 +8,33 @@ sections retrieval found follow as See also, so a section about another kind nev
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agent.answer import Citation
+from agent.leads import CHOSEN_CONFIDENCE, Lead, LeadEvidence, Retrieved, decide
 from common.language import Lang, say
-from corpus.kinds import about_no_kind, about_other_kinds, section_kinds
+from corpus.kinds import about_other_kinds, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from jobs.render import worsening
 from runbooks.catalog import Item, Runbook
-from runbooks.choose import for_category, for_hang, for_lines, in_language, kind_of_source, related_kinds
+from runbooks.choose import for_hang, in_language, kind_of_source, related_kinds
 from runbooks.render import citation_chunk_id, citation_section, job_facts, runbook_markdown
-
-CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
-
-
-@dataclass(frozen=True)
-class Retrieved:
-    """The runbook retrieval found to answer the question (searched apart from the documents), and how sure."""
-
-    source: str
-    confidence: float | None
 
 
 def choose(text: str, job: JobDiagnosis | None, errors: Sequence[str], lang: Lang, retrieved: Retrieved | None = None,
            documents: float | None = None, best_section: tuple[str, str] | None = None, *,
            by_section_kind: bool = True) -> tuple[Runbook, float | None] | None:
-    """(the runbook in ``lang``, the confidence that it answers) or None. The diagnosis decides first; then the
-    error lines' messages, then the question's, then the stage a hang is reported at; then the runbook retrieval
-    found to answer, when a document section answers too (``documents``: the confidence that the best one does,
-    None when none does) and retrieval is at least as sure of the runbook: a runbook is checked against upstream
-    and gives its fixes in order, so it leads the section (which stays cited). Where no section answers, a
-    runbook's likeness alone is not trusted: the answerability model was fitted on the documents, and a runbook's
-    broad words read like many questions. Nor where the section that answers (``best_section``: source, heading
-    path) is recorded as about no failure kind a runbook answers: a question about training speed or an RL reward
-    that reads like a DeepSpeed start-up runbook is answered by the tuning section, not by that runbook. Otherwise
-    the runbook of the kind the answering section is recorded about leads it (a Chinese "loss 一直是 nan" answered by
-    a NaN section written for one RL framework gets the NaN runbook's fixes first); the section stays cited. Not
-    ``by_section_kind`` where something else gives the first fix (a probe's finding that explains the question)."""
-    if job is not None and job.root_cause is not None:
-        if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
-            return None
-        book = for_category(job.root_cause.category, [*job.root_cause.evidence, *job.search_lines])
-        if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
-            return None
-    else:  # an error line's message first: an informational line a log also shows must not win
-        book = for_lines(errors) or for_lines(text.splitlines()) or for_hang(text)
-    if book is not None:
-        chosen = in_language(book.kind, lang)
-        return (chosen, CHOSEN_CONFIDENCE) if chosen is not None else None
-    if documents is None:
-        return None  # no section answers: a runbook that only reads alike is not trusted
-    if best_section is not None and about_no_kind(*best_section):
-        return None  # the section that answers is about no failure kind a runbook answers
-    if retrieved is not None and (alike := kind_of_source(retrieved.source)) is not None and \
-            (retrieved.confidence or 0.0) >= documents:
-        chosen = in_language(alike, lang)
-        return (chosen, retrieved.confidence) if chosen is not None else None
-    # The section that answers is recorded about a failure kind (corpus/data/section_kinds.json, most specific first):
-    # that kind's runbook gives its checked fixes first, the section follows.
-    kinds = section_kinds(*best_section).kinds if best_section is not None and by_section_kind else ()
-    chosen = in_language(kinds[0], lang) if kinds else None
-    return (chosen, documents) if chosen is not None else None
+    """(the runbook in ``lang``, the confidence that it answers) or None: agent.leads decides which kind leads."""
+    found = leading(LeadEvidence(text, job, errors, lang, retrieved, documents, best_section, by_section_kind))
+    return (found[0], found[1].confidence) if found is not None else None
+
+
+def leading(evidence: LeadEvidence) -> tuple[Runbook, Lead] | None:
+    """(the runbook in the asker's language, the lead that chose it) or None (agent.leads.RULES decides)."""
+    lead = decide(evidence)
+    book = in_language(lead.kind, evidence.lang) if lead is not None else None
+    return (book, lead) if book is not None and lead is not None else None
 
 
 def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:
@@ -125,18 +90,6 @@ def hang_stage(text: str, job: JobDiagnosis | None, book: Runbook) -> bool:
     return hung is not None and hung.kind == book.kind
 
 
-LAUNCHER_REACTIONS = frozenset({"killed_by_launcher", "launcher_summary"})
-
-
-def _timed_out_or_hung(job: JobDiagnosis) -> bool:
-    """False for a log whose cause is unknown and that shows only the launcher stopping its ranks (torchrun's
-    SIGTERM, DeepSpeed's "Killing subprocess", Slurm cancelling the step): the "cause not yet known" runbook is
-    about timeouts and hangs, and these lines are neither; the verdict asks for the lines above them."""
-    if job.root_cause is None or job.root_cause.category != "unknown" or job.kind == "hang" or job.collective:
-        return True
-    return not job.symptoms or any(s.category not in LAUNCHER_REACTIONS for s in job.symptoms)
-
-
 def about_finding(source: str, finding: Any) -> bool:
     """The runbook cited as ``source`` is about what a probe found: every word of one of the finding's topics is in
     the runbook's title or messages, the failure it names (arch_mismatch and an sm_120 finding; not an extension's
@@ -181,6 +134,6 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
 
 
 __all__ = [
-    "CHOSEN_CONFIDENCE", "Retrieved", "about_finding", "about_the_same_failure", "choose", "hang_stage",
+    "CHOSEN_CONFIDENCE", "Retrieved", "about_finding", "about_the_same_failure", "choose", "hang_stage", "leading",
     "documents_after", "lead_with", "runbook_lead",
 ]

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent.exceptions import recognise
 from common.language import Lang, language_of, say
 from common.textsafe import cells, clip_words, code_span, fence, flanking_safe, segments, strong
 from runbooks.catalog import SOURCE
@@ -193,6 +194,10 @@ def verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
                        _guidance_say("documents_match", lang))
     if not text.strip():
         return None
+    if (raised := recognise([*answer.error_lines, *answer.question.splitlines()])) is not None:
+        # nothing answers a generic exception: the verdict is what it means, where it was raised, its first check
+        return Verdict(say(f"exc_{raised.name}", lang, thing=raised.thing), code_span(raised.place) if raised.place else "",
+                       say("exc_first_check", lang), raised.check, None, say("exc_no_runbook", lang))
     cause = _guidance_say("no_cause", lang) + (f" ({', '.join(answer.recognised)})" if answer.recognised else "")
     return Verdict(cause, next_step=clip_words(_next_step(text), CAUSE_CHARS))
 

@@ -36,24 +36,26 @@ def in_language(kind: str, lang: str) -> Runbook | None:
     return runbooks().get((kind, lang)) or runbooks().get((kind, "en"))
 
 
-def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collection[str] = ()) -> Runbook | None:
-    """The runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it), other
-    than the messages in ``skip``."""
-    best: tuple[int, Runbook] | None = None
+def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collection[str] = ()) -> tuple[Runbook, str] | None:
+    """(the runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it), other
+    than the messages in ``skip``; the line that shows it)."""
+    best: tuple[int, Runbook, str] | None = None
     for book in books:
         for message in book.messages:
-            if len(message) >= 8 and message not in skip and any(message in line for line in lines):
-                if best is None or len(message) > best[0]:
-                    best = (len(message), book)
-    return best[1] if best else None
+            if len(message) < 8 or message in skip or (best is not None and len(message) <= best[0]):
+                continue
+            if (line := next((line for line in lines if message in line), None)) is not None:
+                best = (len(message), book, line)
+    return (best[1], best[2]) if best else None
 
 
-def for_category(category: str, lines: Sequence[str]) -> Runbook | None:
-    """The English runbook for a diagnosed ``category`` whose root cause shows ``lines``."""
+def for_category(category: str, lines: Sequence[str], skip: Collection[str] = ()) -> Runbook | None:
+    """The English runbook for a diagnosed ``category`` whose root cause shows ``lines`` (``skip``: messages that
+    name no kind here, runbooks.registry.unsignalled_generic)."""
     books = _kinds()
     listing = [book for book in books.values() if category in book.triage]
-    if (quoted := _best_quoted(listing, lines)) is not None:
-        return quoted
+    if (quoted := _best_quoted(listing, lines, skip)) is not None:
+        return quoted[0]
     default = _defaults().get(category)
     return books.get(default) if default else None
 
@@ -64,13 +66,19 @@ DIAGNOSED_ONLY = frozenset({"straggler"})
 
 
 def for_lines(lines: Sequence[str]) -> Runbook | None:
-    """The English runbook whose message the pasted error lines (or the question) show, if any. A progress line that
+    """The English runbook whose message the lines show (quoted_message), if any."""
+    found = quoted_message(lines)
+    return found[0] if found else None
+
+
+def quoted_message(lines: Sequence[str], generic: Collection[str] = ()) -> tuple[Runbook, str] | None:
+    """(the English runbook, the line) whose message the pasted error lines (or the question) show, if any. A progress line that
     healthy runs print too ("Initializing TorchBackend in DeepSpeed") counts only where the lines say the job hangs
     or end with it: in the middle of a paste whose error is something else, it is only the job's start-up. A runbook
     whose kind only a diagnosis tells apart (DIAGNOSED_ONLY) is not chosen by a pasted line."""
     last = next((line for line in reversed(lines) if line.strip()), "")
     hang = any(HANG_WORDS.search(line) for line in lines[:400])
-    skip = [] if hang else [m for m in _progress() if m not in last]
+    skip = [*generic, *([] if hang else [m for m in _progress() if m not in last])]
     books = [book for book in _kinds().values() if not set(book.triage) <= DIAGNOSED_ONLY]
     return _best_quoted(books, lines, skip)
 
@@ -109,15 +117,25 @@ def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[
 
 
 def for_hang(text: str) -> Runbook | None:
-    """The English runbook for a report that says its job hangs and names where (data/hang_stages.json): "deepspeed
-    一直在等 ... Initializing TorchBackend" is a DeepSpeed start-up hang. Read from the report's first 4,000
-    characters (a prose question, or a paste's opening)."""
+    """The English runbook of the hang stage the report names (for_hang_stage), if any."""
+    found = for_hang_stage(text)
+    return found[0] if found else None
+
+
+def for_hang_stage(text: str) -> tuple[Runbook, str] | None:
+    """(the English runbook, the words that named the stage) for a report that says its job hangs and names where
+    (data/hang_stages.json): "deepspeed 一直在等 ... Initializing TorchBackend" is a DeepSpeed start-up hang. Read
+    from the report's first 4,000 characters (a prose question, or a paste's opening)."""
     head = text[:4000]
     if HANG_WORDS.search(head) is None:
         return None
     books = _kinds()
-    return next((books[kind] for kind, words, unless in _stages()
-                 if kind in books and any(w.search(head) for w in words) and not any(u.search(head) for u in unless)), None)
+    for kind, words, unless in _stages():
+        if kind not in books or any(u.search(head) for u in unless):
+            continue
+        if (named := next((m for w in words if (m := w.search(head)) is not None), None)) is not None:
+            return books[kind], named.group(0)
+    return None
 
 
 def kind_of_source(source: str) -> str | None:
@@ -128,4 +146,5 @@ def kind_of_source(source: str) -> str | None:
     return None
 
 
-__all__ = ["BROAD_CATEGORIES", "for_category", "for_hang", "for_lines", "in_language", "kind_of_source", "related_kinds"]
+__all__ = ["BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "in_language", "kind_of_source",
+           "quoted_message", "related_kinds"]

@@ -1,0 +1,86 @@
+"""Exceptions whose message names no failure kind: what they mean, where they were raised, the first check.
+
+A generic head (``ZeroDivisionError``, ``FileNotFoundError``, ``No module named X``, NCCL's ``unhandled system
+error``) says no more than itself: no runbook leads it (runbooks.registry), and a document section answers it
+only when it names the same thing (``names_agree``: a section about ``No module named 'lightrft'`` is no answer
+to ``No module named 'flash_attn_3'``). When nothing answers, the verdict is the exception itself: what it means,
+its place (the last ``File "...", line N`` above it) and its first check (data/exceptions.json).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import PurePosixPath
+
+OWN_MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
+FRAME = re.compile(r'File "(?P<file>[^"\n]{1,400})", line (?P<line>\d{1,7})')
+
+
+@dataclass(frozen=True)
+class Raised:
+    name: str  # the row of data/exceptions.json: its phrase is exc_<name>
+    line: str  # the error line that shows it
+    thing: str  # what it names (a module, a path, a key), "" for none
+    place: str  # file:line of the frame that raised it, "" when the paste shows none
+    check: str  # the first check, with the thing filled in
+
+    @property
+    def top(self) -> str:
+        """The part of the thing a section must name: a module's top-level package, a path's file name."""
+        if self.name in ("module_missing", "import_name"):
+            return self.thing.split(".")[0]
+        if self.name == "file_missing":
+            return PurePosixPath(self.thing.replace("\\", "/")).name or self.thing
+        return self.thing
+
+
+@cache
+def _third_party() -> frozenset[str]:
+    data = json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8"))
+    return frozenset(data["third_party"])
+
+
+@cache
+def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
+    data = json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8"))
+    return tuple((row["name"], re.compile(row["pattern"]), row["check"]) for row in data["exceptions"])
+
+
+def recognise(lines: Sequence[str]) -> Raised | None:
+    """The first line (of at most 400) that shows a generic exception, with what it names and where it was raised."""
+    for index, line in enumerate(lines[:400]):
+        for name, pattern, check in _rows():
+            if (found := pattern.search(line)) is None:
+                continue
+            groups = found.groupdict()
+            thing = (groups.get("thing") or "").strip()
+            module = groups.get("module") or ""
+            top = (module or thing).split(".")[0] if name in ("module_missing", "import_name") else thing
+            frames = [m for earlier in lines[max(0, index - 60):index] for m in FRAME.finditer(earlier)]
+            place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
+            return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing))
+    return None
+
+
+def names_agree(raised: Raised, text: str) -> bool:
+    """A section's text is about the same exception: it names the same module as missing or installed (not merely
+    the module: a DeepSpeed config section is no answer to ``No module named 'deepspeed'``), the same file, the
+    same key; an exception that names nothing, the section shows it."""
+    if not raised.top:
+        return any(pattern.search(text) for name, pattern, _ in _rows() if name == raised.name)
+    top = re.escape(raised.top)
+    if raised.name == "module_missing" and raised.top not in _third_party():
+        # most often the project's own package: a section about a project's own module not importable answers it
+        return any(found.group(1).split(".")[0] not in _third_party() for found in OWN_MODULE.finditer(text))
+    if raised.name in ("module_missing", "import_name"):
+        return re.search(rf"(?i)(?:No module named ['\"]?|cannot import name ['\"]?|pip install[^\n]{{0,80}}?|import ){top}\b",
+                         text) is not None
+    return raised.top.lower() in text.lower()
+
+
+__all__ = ["Raised", "names_agree", "recognise"]

@@ -1,0 +1,171 @@
+"""Which runbook leads an answer: one ordered table of small rules, strongest evidence first.
+
+Each rule reads the same ``LeadEvidence`` and returns a ``Lead`` (the kind, why, the words it rests on), ``Stop``
+(the evidence decides that no runbook leads: later, weaker rules are not asked) or None (it has nothing to say).
+The first rule that answers decides; the answer says why it leads with what it leads (``Lead.because``). A new
+kind of evidence is one function and one row of ``RULES``.
+
+    diagnosis        the job's triage names a kind (its logs compared across ranks)
+    quoted           a pasted line shows a message that identifies a kind (the most specific message wins; a
+                     generic head, ``ZeroDivisionError`` or ``No module named X``, identifies nothing)
+    hang_stage       the report says the job hangs and names the stage (runbooks/data/hang_stages.json)
+    retrieved        a document section answers and retrieval is as sure of a runbook (a likeness)
+    section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from common.language import Lang
+from corpus.kinds import about_no_kind, section_kinds
+from jobs.diagnosis import JobDiagnosis
+from runbooks.choose import for_category, for_hang_stage, kind_of_source, quoted_message
+from runbooks.registry import signalled, unsignalled_generic
+
+CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The runbook retrieval found to answer the question (searched apart from the documents), and how sure."""
+
+    source: str
+    confidence: float | None
+
+
+@dataclass(frozen=True)
+class LeadEvidence:
+    """What the lead decision reads: the question, the job's diagnosis, the error lines, and what retrieval found."""
+
+    text: str
+    job: JobDiagnosis | None
+    errors: Sequence[str]
+    lang: Lang
+    retrieved: Retrieved | None = None  # the runbook retrieval found most alike
+    documents: float | None = None  # the confidence that the best document section answers; None when none does
+    best_section: tuple[str, str] | None = None  # (source, heading path) of the section that answers
+    by_section_kind: bool = True  # False where a probe's finding gives the first fix
+
+    def words(self) -> str:
+        """All the report's own words: the question, its error lines, the lines the job's cause shows."""
+        job_lines = [*self.job.root_cause.evidence, *self.job.search_lines] if self.job and self.job.root_cause else []
+        return "\n".join([self.text, *self.errors, *job_lines])
+
+
+@dataclass(frozen=True)
+class Lead:
+    """A runbook kind leads: which rule decided, the words of the report it rests on, and how sure."""
+
+    kind: str
+    rule: str
+    because: str  # the line or words that decided ("" for a likeness)
+    confidence: float | None
+    established: bool  # named by the evidence (diagnosis, message, stage), not a likeness
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The evidence decides that no runbook leads (a diagnosed kind no runbook answers)."""
+
+    rule: str
+
+
+Rule = Callable[[LeadEvidence], "Lead | Stop | None"]
+
+
+def diagnosis(ev: LeadEvidence) -> Lead | Stop | None:
+    """The job's logs name the root cause: its category's runbook, refined by the lines the cause shows."""
+    job = ev.job
+    if job is None or job.root_cause is None:
+        return None
+    if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
+        return Stop("diagnosis")
+    lines = [*job.root_cause.evidence, *job.search_lines]
+    book = for_category(job.root_cause.category, lines, unsignalled_generic(ev.words()))
+    if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
+        return Stop("diagnosis")
+    return Lead(book.kind, "diagnosis", next(iter(job.root_cause.evidence), ""), CHOSEN_CONFIDENCE, True)
+
+
+def quoted(ev: LeadEvidence) -> Lead | None:
+    """A pasted error line (else a line of the question) shows the message that identifies a kind (the longest: the
+    most specific); a message other failures print too (registry: generic) only beside the kind's signal."""
+    generic = unsignalled_generic(ev.words())
+    for lines in (list(ev.errors), ev.text.splitlines()):
+        if (found := quoted_message(lines, generic)) is not None:
+            book, line = found
+            return Lead(book.kind, "quoted", line.strip(), CHOSEN_CONFIDENCE, True)
+    return None
+
+
+def hang_stage(ev: LeadEvidence) -> Lead | None:
+    """The report says the job hangs and where: the runbook of that stage."""
+    if (found := for_hang_stage(ev.text)) is None:
+        return None
+    book, words = found
+    return Lead(book.kind, "hang_stage", words, CHOSEN_CONFIDENCE, True)
+
+
+def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
+    """A section answers, and retrieval is at least as sure of a runbook: the runbook's checked fixes lead it.
+    Not where no section answers (the answerability model was fitted on the documents; a runbook's broad words read
+    like many questions), nor where the answering section is recorded about no kind a runbook answers (a question
+    about training speed that reads like the DeepSpeed start-up runbook is answered by the tuning section)."""
+    if ev.documents is None:
+        return Stop("retrieved")
+    if ev.best_section is not None and about_no_kind(*ev.best_section):
+        return Stop("retrieved")
+    found = ev.retrieved
+    if found is None or (kind := kind_of_source(found.source)) is None or (found.confidence or 0.0) < ev.documents:
+        return None
+    if (words := signalled(kind, ev.words())) is None:
+        return None  # a likeness alone, nothing in the report that tells this kind from its neighbours
+    return Lead(kind, "retrieved", words, found.confidence, False)
+
+
+def section_kind(ev: LeadEvidence) -> Lead | None:
+    """The section that answers is recorded about a failure kind (most specific first): that kind's runbook gives
+    its checked fixes first, the section follows."""
+    if not ev.by_section_kind or ev.best_section is None or ev.documents is None:
+        return None
+    kinds = section_kinds(*ev.best_section).kinds
+    if not kinds or (words := signalled(kinds[0], ev.words())) is None:
+        return None  # the section's kind, but nothing in the report tells it from its neighbours
+    return Lead(kinds[0], "section_kind", words, ev.documents, False)
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("diagnosis", diagnosis),  # the logs compared across ranks outweigh any one line
+    ("quoted", quoted),  # an identifying message pasted: what the failure printed
+    ("hang_stage", hang_stage),  # a hang has no message: where it stalls names it
+    ("retrieved", retrieved),  # likeness: only where a document section answers too
+    ("section_kind", section_kind),  # the kind the answering section is recorded about
+)
+
+
+def decide(ev: LeadEvidence) -> Lead | None:
+    """The first rule of ``RULES`` that answers decides; None when nothing leads."""
+    for _name, rule in RULES:
+        outcome = rule(ev)
+        if isinstance(outcome, Stop):
+            return None
+        if outcome is not None:
+            return outcome
+    return None
+
+
+LAUNCHER_REACTIONS = frozenset({"killed_by_launcher", "launcher_summary"})
+
+
+def _timed_out_or_hung(job: JobDiagnosis) -> bool:
+    """False for a log whose cause is unknown and that shows only the launcher stopping its ranks (torchrun's
+    SIGTERM, DeepSpeed's "Killing subprocess", Slurm cancelling the step): the "cause not yet known" runbook is
+    about timeouts and hangs, and these lines are neither; the verdict asks for the lines above them."""
+    if job.root_cause is None or job.root_cause.category != "unknown" or job.kind == "hang" or job.collective:
+        return True
+    return not job.symptoms or any(s.category not in LAUNCHER_REACTIONS for s in job.symptoms)
+
+
+__all__ = ["CHOSEN_CONFIDENCE", "RULES", "Lead", "LeadEvidence", "Retrieved", "Stop", "decide"]

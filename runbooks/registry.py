@@ -1,0 +1,108 @@
+"""The registry of failure kinds: the one place a kind is defined, every other table names kinds from here.
+
+A kind is one runbook (``corpus/runbooks/<lang>/<kind>.md``): its front matter gives the title, the triage
+categories that diagnose it and the messages that identify it; ``data/kinds.json`` adds what tells it apart from
+its neighbours (``signals``, the report's own words), which of its messages other failures print too
+(``generic``: they name the kind only beside a signal) and the neighbours themselves. ``problems()`` checks every
+table that names a kind (the hang stages, the triage defaults, the seed sections' kinds) against it, and that no
+two kinds claim the same identifying message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from runbooks.catalog import runbooks
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    title: str
+    triage: tuple[str, ...]
+    messages: tuple[str, ...]  # what the failure prints (front matter, English runbook)
+    generic: frozenset[str]  # those of ``messages`` other failures print too
+    signals: tuple[re.Pattern[str], ...]  # words of a report that tell this kind from its neighbours
+    neighbours: dict[str, str]  # neighbour kind -> what tells them apart
+
+    @property
+    def specific(self) -> tuple[str, ...]:
+        return tuple(m for m in self.messages if m not in self.generic)
+
+    def signal_in(self, text: str) -> str | None:
+        """The words of ``text`` that tell this kind from its neighbours, or None."""
+        return next((found.group(0) for pattern in self.signals if (found := pattern.search(text)) is not None), None)
+
+
+def _data(name: str, package: str = "runbooks") -> Any:
+    return json.loads(resources.files(package).joinpath(f"data/{name}").read_text(encoding="utf-8"))
+
+
+@cache
+def kinds() -> dict[str, Kind]:
+    """Every kind, by name (the English runbooks' front matter with data/kinds.json beside it)."""
+    extra = _data("kinds.json")["kinds"]
+    table: dict[str, Kind] = {}
+    for (name, lang), book in runbooks().items():
+        if lang != "en":
+            continue
+        row = extra.get(name, {})
+        table[name] = Kind(name, book.title, book.triage, book.messages, frozenset(row.get("generic", ())),
+                           tuple(re.compile(p, re.IGNORECASE) for p in row.get("signals", ())),
+                           dict(row.get("neighbours", {})))
+    return table
+
+
+def kind(name: str) -> Kind | None:
+    return kinds().get(name)
+
+
+def signalled(name: str, text: str) -> str | None:
+    """The words of ``text`` that tell kind ``name`` from its neighbours (None: none, or no such kind)."""
+    found = kind(name)
+    return found.signal_in(text) if found is not None else None
+
+
+def unsignalled_generic(text: str) -> frozenset[str]:
+    """The generic messages that do not name their kind in ``text``: the report shows none of its signals."""
+    return frozenset(m for k in kinds().values() if k.generic and k.signal_in(text) is None for m in k.generic)
+
+
+def _named_by_tables() -> dict[str, set[str]]:
+    """Table -> the kinds it names: the hang stages, the triage defaults, the seed sections' kinds, the neighbours."""
+    stages = _data("hang_stages.json")["stages"]
+    defaults = {str(v) for k, v in _data("defaults.json").items() if not k.startswith("_")}
+    sections = _data("section_kinds.json", "corpus")["sections"]
+    return {
+        "runbooks/data/hang_stages.json": {row["kind"] for row in stages},
+        "runbooks/data/defaults.json": defaults,
+        "corpus/data/section_kinds.json": {k for rows in sections.values() for row in rows.values() for k in row["kinds"]},
+        "runbooks/data/kinds.json": set(_data("kinds.json")["kinds"])
+        | {n for row in _data("kinds.json")["kinds"].values() for n in row.get("neighbours", {})},
+    }
+
+
+def problems() -> list[str]:
+    """What is wrong with the registry: a table naming a kind it lacks, a generic message the kind does not print,
+    two kinds claiming one identifying message, a kind without signals."""
+    found: list[str] = []
+    table = kinds()
+    for source, named in _named_by_tables().items():
+        found += [f"{source} names kind {name!r}, which the registry lacks" for name in sorted(named - set(table))]
+    owners: dict[str, str] = {}
+    for k in table.values():
+        found += [f"{k.name}: generic message {m!r} is not one of its messages" for m in sorted(k.generic - set(k.messages))]
+        if not k.signals:
+            found.append(f"{k.name}: no signals tell it from its neighbours")
+        for message in k.messages:
+            if (other := owners.setdefault(message, k.name)) != k.name:
+                found.append(f"{k.name} and {other} both claim the message {message!r}")
+    return found
+
+
+__all__ = ["Kind", "kind", "kinds", "problems", "signalled", "unsignalled_generic"]
