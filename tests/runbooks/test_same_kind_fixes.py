@@ -190,10 +190,13 @@ def test_a_runbook_that_only_reads_alike_does_not_lead_a_section_about_no_failur
     # The section answering is about training speed (no runbook's kind): the DeepSpeed start-up runbook that reads
     # alike does not lead it. One about a failure kind keeps the likeness rule; so does a team's own document.
     assert choose("is my training slow because of the compiler", None, [], "en", alike, 0.9, (seed, SLOW_004)) is None
-    chosen = choose("memory keeps growing", None, [], "en", Retrieved(oom_book.source, 0.95), 0.9, (seed, OOM_004))
+    # "memory keeps growing" says nothing that tells GPU memory from host memory: a likeness alone does not lead
+    assert choose("memory keeps growing", None, [], "en", Retrieved(oom_book.source, 0.95), 0.9, (seed, OOM_004)) is None
+    chosen = choose("CUDA memory keeps growing", None, [], "en", Retrieved(oom_book.source, 0.95), 0.9, (seed, OOM_004))
     assert chosen is not None and chosen[0].kind == "cuda_oom"
-    team = choose("is my training slow", None, [], "en", alike, 0.9, ("/team/notes.md", "Speed"))
+    team = choose("is my deepspeed training slow", None, [], "en", alike, 0.9, ("/team/notes.md", "Speed"))
     assert team is not None and team[0].kind == "deepspeed_init_hang"
+    assert choose("is my training slow", None, [], "en", alike, 0.9, ("/team/notes.md", "Speed")) is None
     # A runbook named by the pasted message leads whatever section answers
     named = choose("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", None,
                    ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], "en", alike, 0.9,
