@@ -358,8 +358,11 @@ class Troubleshooter:
         lead = None
         if facts.runbook is not None:
             from agent.lead import runbook_lead
+            from agent.stated import read_setup
 
-            lead = review(runbook_lead(facts.runbook, job, lang), facts.runbook.source, facts.runbook.title, lang,
+            setup = read_setup([question.text, *facts.errors])  # what the asker already runs with, or rules out
+            lead = review(runbook_lead(facts.runbook, job, lang, setup, facts.lead,
+                                       [*facts.errors, *question.text.splitlines()[:400]]), facts.runbook.source, facts.runbook.title, lang,
                           torch_version=torch_version(evidence)).text
         from jobs.codes import meanings
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from agent.answer import Citation
 from agent.leads import CHOSEN_CONFIDENCE, Lead, LeadEvidence, Retrieved, decide
+from agent.stated import Setup
 from common.language import Lang, say
 from corpus.kinds import about_other_kinds, section_kinds
 from jobs.diagnosis import JobDiagnosis
@@ -113,11 +115,15 @@ def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: i
     return [first, *(replace(c, n=i) for i, c in enumerate(citations[: max(limit - 1, 0)], 2))]
 
 
-def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
-    """The runbook's markdown for this answer: with the job's own facts, and without the fixes that would make
-    the diagnosed cause worse (a longer timeout once a cause is named, CPU offload when the host's RAM ran out)."""
+def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Setup | None = None,
+                 lead: Lead | None = None, pasted: Sequence[str] = ()) -> str:
+    """The runbook's markdown for this answer: with the job's own facts, without the fixes that would make the
+    diagnosed cause worse (a longer timeout once a cause is named, CPU offload when the host's RAM ran out), and with
+    the fixes the asker has already tried, or that contradict the setup the asker states, last (``setup``)."""
+    tried = None if setup is None else partial(_tried, setup=setup, lang=lang)
+    why = say(f"lead_why_{lead.rule}", lang, because=_short(lead.because)) if lead is not None and lead.because else ""
     if job is None or job.root_cause is None:
-        return runbook_markdown(book, 1, lang)
+        return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted)  # a fix for the message pasted first
     root, rules = job.root_cause, worsening(job)
 
     def harm(item: Item) -> str | None:
@@ -130,7 +136,23 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang) -> str:
     return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang,
                                                                       [*root.evidence, *job.search_lines]),
                             keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
-                            evidence=[*root.evidence, *job.search_lines])
+                            evidence=[*root.evidence, *job.search_lines], tried=tried, why=why)
+
+
+def _short(line: str, most: int = 160) -> str:
+    """A quoted line on one line, cut at ``most`` characters, with no backtick to break its code span."""
+    flat = " ".join(line.replace("`", "'").split())
+    return flat if len(flat) <= most else flat[: most - 1] + "…"
+
+
+def _tried(item: Item, setup: Setup, lang: Lang) -> str | None:
+    """The note for a fix the asker already applied ("you already run with 0.95") or whose setup they rule out."""
+    code = "\n".join(item.code)
+    if (stated := setup.already(code)) is not None:
+        return say("stated_already", lang, setting=stated.setting, value=stated.value)
+    if (fact := setup.contradicted(code)) is not None:
+        return say("stated_contradicts", lang, fact=say(f"fact_{fact.replace(' ', '_')}", lang))
+    return None
 
 
 __all__ = [

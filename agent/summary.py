@@ -190,8 +190,9 @@ def verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
                        _guidance_say("from_log", lang) if root.category != "unknown" else "",
                        "" if code else clip_words(_job_next(answer, lang) or _next_step(text), CAUSE_CHARS))
     if answer.citations and not answer.no_match:
-        return Verdict(_shown_title(answer), "", sentence, code, answer.confidence,
-                       _guidance_say("documents_match", lang))
+        basis = say(f"lead_basis_{answer.lead.rule}", lang) if answer.lead is not None and answer.lead.rule != "diagnosis" \
+            else _guidance_say("documents_match", lang)  # what the lead rests on (agent.leads)
+        return Verdict(_shown_title(answer), "", sentence, code, answer.confidence, basis)
     if not text.strip():
         return None
     if (raised := recognise([*answer.error_lines, *answer.question.splitlines()])) is not None:

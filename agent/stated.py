@@ -1,0 +1,97 @@
+"""The asker's facts: what a report states as already true or already tried, read once and used.
+
+A setting the report states (``per_device_train_batch_size: 1``, ``--gpu-memory-utilization 0.95``,
+``NCCL_P2P_DISABLE=1``) makes a fix that sets it the same way (or, for a size a fix lowers, no lower) already
+tried: it is not the first fix, the next one is, and the answer quotes the stated value. A fact of the setup (one
+node, one GPU) makes a fix that contradicts it (a multi-node launch) not first either. The table is
+``agent/data/stated.json``; nothing here knows a runbook.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stated:
+    setting: str  # the setting's name ("micro-batch size", an environment variable's own name)
+    value: str
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the report states: settings with their values, and facts of the setup (one node, one GPU)."""
+
+    settings: tuple[Stated, ...] = ()
+    facts: tuple[str, ...] = ()
+
+    def already(self, code: str) -> Stated | None:
+        """The stated setting a fix's ``code`` sets to what the asker already runs with (or, for a size the fix
+        lowers, to no less), if any."""
+        for setting, value in _sets(code):
+            for stated in self.settings:
+                if stated.setting == setting and _no_further(setting, stated.value, value):
+                    return stated
+        return None
+
+    def contradicted(self, code: str) -> str | None:
+        """The stated fact a fix's ``code`` contradicts (a multi-node launch for one node), if any."""
+        return next((fact for fact, _, contradicts in _facts() if fact in self.facts and contradicts.search(code)), None)
+
+
+@cache
+def _data() -> dict[str, Any]:
+    return dict(json.loads(resources.files("agent").joinpath("data/stated.json").read_text(encoding="utf-8")))
+
+
+@cache
+def _settings() -> tuple[tuple[str, re.Pattern[str], str], ...]:
+    return tuple((row["name"], re.compile(row["pattern"], re.IGNORECASE), row["direction"]) for row in _data()["settings"])
+
+
+@cache
+def _env() -> re.Pattern[str]:
+    return re.compile(_data()["env"])
+
+
+@cache
+def _facts() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...]:
+    return tuple((row["name"], re.compile(row["stated"]), re.compile(row["contradicts"])) for row in _data()["facts"])
+
+
+def _sets(text: str) -> list[tuple[str, str]]:
+    """(setting, value) for every setting ``text`` sets or states, in order (at most 200 lines of 2,048 characters)."""
+    found: list[tuple[str, str]] = []
+    for line in text.splitlines()[:200]:
+        line = line[:2048]
+        found += [(name, m.group("value")) for name, pattern, _ in _settings() for m in pattern.finditer(line)]
+        found += [(m.group("name"), m.group("value")) for m in _env().finditer(line)]
+    return found
+
+
+def _no_further(setting: str, stated: str, proposed: str) -> bool:
+    direction = next((d for name, _, d in _settings() if name == setting), "same")
+    try:
+        a, b = float(stated), float(proposed)
+    except ValueError:
+        return stated == proposed
+    return a <= b if direction == "lower" else a == b
+
+
+def read_setup(texts: Sequence[str]) -> Setup:
+    """What the report's own words state (the question, its error lines): the first value stated for a setting wins."""
+    text = "\n".join(texts)
+    settings: dict[str, str] = {}
+    for setting, value in _sets(text):
+        settings.setdefault(setting, value)
+    facts = tuple(fact for fact, stated, _ in _facts() if stated.search(text[:20000]))
+    return Setup(tuple(Stated(k, v) for k, v in settings.items()), facts)
+
+
+__all__ = ["Setup", "Stated", "read_setup"]
