@@ -115,6 +115,9 @@ def lead_with(book: Runbook, citations: Sequence[Citation], lang: Lang, limit: i
     return [first, *(replace(c, n=i) for i, c in enumerate(citations[: max(limit - 1, 0)], 2))]
 
 
+TAKES_STACKS = "traindoc hang"  # the fix that takes every rank's stack: done already when the diagnosis is a live snapshot
+
+
 def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Setup | None = None,
                  lead: Lead | None = None, pasted: Sequence[str] = ()) -> str:
     """The runbook's markdown for this answer: with the job's own facts, without the fixes that would make the
@@ -128,6 +131,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
 
     def harm(item: Item) -> str | None:
         text = "\n".join([item.text, *item.code])
+        if job.kind == "hang" and any(TAKES_STACKS in code for code in item.code):
+            return "stacks_already_taken"  # the live snapshot is that evidence: its stacks are above
         return next((note for pattern, note in rules if pattern.search(text)), None)
 
     notes = sorted({note for item in book.items.get("fixes", ()) if (note := harm(item)) is not None})

@@ -35,6 +35,11 @@ TABLE_FIELD = re.compile(r"^\s*(?:rank\s*:\s*\d+ \(local_r|exitcode\s*:\s*(?:-\d
 # the loop variable), so the line gives the code and no rank (signatures.json's "exits" table reads it so).
 NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
 WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
+# A launch command states the world: torchrun's --nproc-per-node (times --nnodes on the same line), DeepSpeed's
+# --num_gpus (times --num_nodes). A paste that starts with the command and shows only the ranks that timed out
+# then names the ranks that did not report (jobs.verdicts.waits: the suspects).
+LAUNCH_PROCS = re.compile(r"--(?:nproc[_-]per[_-]node|num[_-]gpus)[= ](?P<n>\d{1,4})\b")
+LAUNCH_NODES = re.compile(r"--(?:nnodes|num[_-]nodes)[= ](?P<n>\d{1,4})\b")
 WHAT = re.compile(r"^(?:terminate called after throwing an instance of '[\w:]+'\s*)?what\(\):\s*")  # C++ exceptions
 C10_RANK = re.compile(r"\bRank (?P<rank>\d+)\]")
 PROCESS_PID = re.compile(r"(?:Sending process|PID|pid:?) (?P<pid>\d+)")
@@ -224,6 +229,10 @@ class EventCollector:
                 job.hosts.setdefault(rank, line.host)
         elif (match := WORLD.search(line.text)) and 0 < int(match["n"]) <= 100000:
             job.world_size = max(job.world_size or 0, int(match["n"]))
+        elif (procs := LAUNCH_PROCS.search(line.text)) is not None:
+            nodes = LAUNCH_NODES.search(line.text)
+            if 0 < (world := int(procs["n"]) * (int(nodes["n"]) if nodes else 1)) <= 100000:
+                job.world_size = max(job.world_size or 0, world)
         if match := COLLECTIVE.search(line.text):
             if (owner := self._rank(line)) is not None:
                 job.collectives.setdefault(owner, f"{match['op']} SeqNum={match['seq']}")

@@ -7,7 +7,7 @@ import re
 from common.language import Lang, say
 from jobs.diagnosis import JobDiagnosis
 
-TIMEOUT_FIX = re.compile(r"(?i)NCCL_TIMEOUT|timeout\s*=|TIMEOUT=|--timeout|timedelta\(")
+TIMEOUT_FIX = re.compile(r"(?i)NCCL_TIMEOUT|(?<!DUMP_ON_)timeout\s*=|--timeout|timedelta\(")  # DUMP_ON_TIMEOUT=1: a flag, no duration
 OFFLOAD_FIX = re.compile(r"(?i)offload|卸载")
 
 LEAD = {"log": "lead_log", "hang": "lead_hang"}  # phrase keys (common/data/phrases.json)

@@ -21,7 +21,8 @@ from typing import Literal
 STRUCTURE_LITERALS = (
     "Traceback", 'File "', "Error", "Exception", "Interrupt", "exitcode", "Failures", "Root Cause",
     "error_file", "local_rank", "Signal ", "signal", "NCCL INFO comm", "nranks", "WORLD_SIZE", "world_size",
-    "Starting elastic", "Rendezvous", "rendezvous", "SeqNum", "OpType", "hang", "Hang", "killed", "Killed", "exits with return code",
+    "Starting elastic", "Rendezvous", "rendezvous", "SeqNum", "--nproc", "--num_gpus", "--num-gpus",
+    "OpType", "hang", "Hang", "killed", "Killed", "exits with return code",
 )
 # c10's "Stack trace of the failed collective" frames ("#2 main from /job/train.py:35") are read too.
 STRUCTURE_LINE = re.compile(r"^\s*(?:rank|exitcode|host|time|error_file|traceback)\s*:|^\s*\[\d+\]:\s*$|^#\d+ \S+ from \S")

@@ -1,0 +1,47 @@
+"""Issue 36 as a user runs it: `ask --json` on generic exceptions, stated values and a pasted 4-rank timeout, over
+the real index (the session's shared one, tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+
+def ask(cli: Any, question: str) -> dict[str, Any]:
+    done = cli("ask", "--json", "--no-probes", question)
+    assert done.returncode == 0, done.stderr[-800:]
+    return dict(json.loads(done.stdout))
+
+
+def test_a_missing_third_party_module_is_not_answered_by_another_project_s_section(cli: Any) -> None:
+    answer = ask(cli, "ModuleNotFoundError: No module named 'flash_attn_3'")
+    assert answer["no_match"] and answer["lead"] is None
+    assert "flash_attn_3" in answer["verdict"]["cause"] and "pip show flash_attn_3" in answer["verdict"]["fix"]
+
+
+def test_a_chinese_asker_reads_the_exception_s_meaning_in_chinese(cli: Any) -> None:
+    answer = ask(cli, "训练报错了：FileNotFoundError: [Errno 2] No such file or directory: 'configs/base.yaml'")
+    assert answer["no_match"] and "工作目录" in answer["verdict"]["cause"]
+    assert "ls -l 'configs/base.yaml'" in answer["verdict"]["fix"]
+
+
+def test_a_value_the_asker_already_runs_with_is_not_the_first_fix(cli: Any) -> None:
+    answer = ask(cli, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+                 "I already use per_device_train_batch_size: 1")
+    assert answer["lead"]["kind"] == "cuda_oom" and answer["lead"]["rule"] in ("quoted", "diagnosis")
+    assert "per_device_train_batch_size 2" not in answer["verdict"]["fix"]
+    assert "You already run with `micro-batch size` = `1`" in answer["answer"]
+
+
+def test_a_pasted_timeout_names_the_rank_that_did_not_report_and_leads_with_the_command(cli: Any) -> None:
+    lines = ["torchrun --nproc_per_node 4 train.py"] + [
+        f"[rank{r}]:[E1127 10:00:00.000000 12{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=1201, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+        f"Timeout(ms)=600000) ran for 60001{r} milliseconds before timing out." for r in range(3)]
+    answer = ask(cli, "\n".join(lines))
+    assert answer["verdict"]["where"] == "rank 3"
+    assert "traindoc hang" in answer["verdict"]["fix"]

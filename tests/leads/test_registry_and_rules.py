@@ -1,0 +1,124 @@
+"""Issue 36: one registry of failure kinds, one lead decision as an ordered table, the asker's facts, generic
+exceptions. Every test runs the real tables (runbooks, data/kinds.json, the phrase book): nothing is faked."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.exceptions import names_agree, recognise
+from agent.leads import RULES, LeadEvidence, Stop, decide
+from agent.stated import read_setup
+from runbooks.catalog import runbooks
+from runbooks.registry import kinds, problems, signalled, unsignalled_generic
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_registry_is_whole_every_table_names_its_kinds_and_no_message_has_two_owners() -> None:
+    assert problems() == []
+    assert set(kinds()) == {kind for kind, lang in runbooks() if lang == "en"}
+
+
+def test_a_table_naming_a_kind_the_registry_lacks_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runbooks.registry as registry
+
+    real = registry._named_by_tables
+    monkeypatch.setattr(registry, "_named_by_tables", lambda: {**real(), "a table": {"no_such_kind"}})
+    assert any("no_such_kind" in p for p in registry.problems())
+
+
+def test_two_kinds_claiming_one_message_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runbooks.registry as registry
+
+    table = dict(registry.kinds())
+    port = table["port_in_use"]
+    table["rendezvous"] = type(port)(**{**port.__dict__, "name": "rendezvous"})
+    monkeypatch.setattr(registry, "kinds", lambda: table)
+    assert any("both claim" in p for p in registry.problems())
+
+
+def test_the_rules_are_one_ordered_table_strongest_evidence_first() -> None:
+    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "hang_stage", "retrieved", "section_kind"]
+
+
+def test_each_rule_alone_says_its_kind_and_why() -> None:
+    rules = dict(RULES)
+    ev = LeadEvidence("RuntimeError: The server socket has failed to listen on any local network address. "
+                      "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE", None, [], "en")
+    lead = rules["quoted"](ev)
+    assert lead is not None and not isinstance(lead, Stop) and lead.kind == "port_in_use" and "EADDRINUSE" in lead.because
+    hang = rules["hang_stage"](LeadEvidence("my deepspeed job hangs at Initializing TorchBackend", None, [], "en"))
+    assert hang is not None and not isinstance(hang, Stop) and hang.kind == "deepspeed_init_hang"
+    assert rules["retrieved"](LeadEvidence("x", None, [], "en", documents=None)) == Stop("retrieved")
+
+
+def test_a_likeness_leads_only_beside_the_kinds_signal() -> None:
+    from agent.leads import Retrieved
+
+    book = runbooks()[("vllm_kv_cache", "en")]
+    alike = Retrieved(book.source, 0.95)
+    # "vllm" alone does not tell the KV cache from another OOM in a job that uses vLLM
+    assert decide(LeadEvidence("what version of vllm should we use", None, [], "en", alike, 0.9)) is None
+    lead = decide(LeadEvidence("vllm fails: the KV cache does not fit", None, [], "en", alike, 0.9))
+    assert lead is not None and lead.kind == "vllm_kv_cache" and lead.rule == "retrieved"
+
+
+@pytest.mark.parametrize("line", [
+    "ZeroDivisionError: division by zero",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'configs/base.yaml'",
+    "ModuleNotFoundError: No module named 'flash_attn_3'",
+])
+def test_a_generic_head_leads_with_no_runbook(line: str) -> None:
+    assert decide(LeadEvidence(line, None, [line], "en")) is None
+
+
+def test_a_message_both_kinds_print_goes_by_the_signal() -> None:
+    kernel = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    assert "no kernel image is available for execution on the device" in unsignalled_generic(kernel)
+    built = kernel + "\nflash_attn was built with TORCH_CUDA_ARCH_LIST=8.0"
+    assert "no kernel image is available for execution on the device" not in unsignalled_generic(built)
+    assert decide(LeadEvidence(built, None, [kernel], "en")).kind == "extension_arch"  # type: ignore[union-attr]
+
+
+def test_signals_tell_neighbours_apart() -> None:
+    assert signalled("dev_shm", "No space left on device while creating /dev/shm/nccl-abc")
+    assert signalled("port_in_use", "the firewall drops packets between nodes") is None
+    assert signalled("cuda_oom", "memory keeps growing") is None
+
+
+def test_generic_exceptions_say_what_they_name_where_and_the_first_check() -> None:
+    paste = ['Traceback (most recent call last):', '  File "/job/train.py", line 42, in <module>',
+             "ModuleNotFoundError: No module named 'flash_attn_3'"]
+    raised = recognise(paste)
+    assert raised is not None and raised.thing == "flash_attn_3" and raised.place == "/job/train.py:42"
+    assert "pip show flash_attn_3" in raised.check
+    assert not names_agree(raised, "No module named 'lightrft'\ncd /path/to/LightRFT; pip install -e .")
+    assert not names_agree(raised, "flash_attn_3 is faster on H100")  # named, but not as a missing module
+    assert names_agree(raised, "ModuleNotFoundError: No module named 'flash_attn_3' -> pip install flash-attn-3")
+    own = recognise(["ModuleNotFoundError: No module named 'training'"])
+    assert own is not None and names_agree(own, "No module named 'lightrft': pip install -e . in the project")
+
+
+def test_the_asker_s_stated_values_and_setup_are_read() -> None:
+    setup = read_setup(["OOM even with per_device_train_batch_size: 1 on a single node, NCCL_P2P_DISABLE=1",
+                        "vllm serve m --gpu-memory-utilization 0.95"])
+    assert setup.already("--per_device_train_batch_size 2 --gradient_accumulation_steps 8") is not None
+    assert setup.already("vllm serve <model> --gpu-memory-utilization 0.95") is not None
+    assert setup.already("llm = LLM(model=name, gpu_memory_utilization=0.5)") is None
+    assert setup.already("export NCCL_P2P_DISABLE=1") is not None and setup.already("export NCCL_IB_DISABLE=1") is None
+    assert setup.contradicted("torchrun --nnodes=2 --nproc-per-node=8 train.py") == "one node"
+    assert read_setup(["per_device_train_batch_size: 16"]).already("--per_device_train_batch_size 2") is None
+
+
+def test_every_phrase_the_rules_say_exists_in_every_language() -> None:
+    phrases = json.loads((ROOT / "common" / "data" / "phrases.json").read_text(encoding="utf-8"))
+    data = json.loads((ROOT / "agent" / "data" / "exceptions.json").read_text(encoding="utf-8"))
+    keys = [f"exc_{row['name']}" for row in data["exceptions"]] + [f"lead_why_{name}" for name, _ in RULES]
+    for lang in ("en", "zh"):
+        assert not [k for k in keys if k not in phrases[lang]], lang
+    for row in data["exceptions"]:
+        re.compile(row["pattern"])
