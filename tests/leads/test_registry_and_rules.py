@@ -76,12 +76,13 @@ def test_a_generic_head_leads_with_no_runbook(line: str) -> None:
     assert decide(LeadEvidence(line, None, [line], "en")) is None
 
 
-def test_a_message_both_kinds_print_goes_by_the_signal() -> None:
-    kernel = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
-    assert "no kernel image is available for execution on the device" in unsignalled_generic(kernel)
-    built = kernel + "\nflash_attn was built with TORCH_CUDA_ARCH_LIST=8.0"
-    assert "no kernel image is available for execution on the device" not in unsignalled_generic(built)
-    assert decide(LeadEvidence(built, None, [kernel], "en")).kind == "extension_arch"  # type: ignore[union-attr]
+def test_a_message_other_failures_print_too_goes_by_the_signal() -> None:
+    cublas = "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa)`"
+    assert "CUBLAS_STATUS_EXECUTION_FAILED" in unsignalled_generic(cublas)
+    assert decide(LeadEvidence(cublas, None, [cublas], "en")) is None
+    shown = cublas + "\nRuntimeError: CUDA error: an illegal memory access was encountered (CUDA_LAUNCH_BLOCKING=1)"
+    assert "CUBLAS_STATUS_EXECUTION_FAILED" not in unsignalled_generic(shown)
+    assert decide(LeadEvidence(shown, None, [cublas], "en")).kind == "cuda_illegal_access"  # type: ignore[union-attr]
 
 
 def test_signals_tell_neighbours_apart() -> None:
