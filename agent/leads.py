@@ -16,13 +16,13 @@ kind of evidence is one function and one row of ``RULES``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from runbooks.choose import for_category, for_hang_stage, kind_of_source, quoted_message
-from runbooks.registry import signalled, unsignalled_generic
+from runbooks.registry import signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 
@@ -146,12 +146,16 @@ RULES: tuple[tuple[str, Rule], ...] = (
 
 
 def decide(ev: LeadEvidence) -> Lead | None:
-    """The first rule of ``RULES`` that answers decides; None when nothing leads."""
+    """The first rule of ``RULES`` that answers decides; None when nothing leads. A kind whose own signal the report
+    lacks, while a neighbour's shows, yields to that neighbour (registry: yields_to): a GPU named beside ``no kernel
+    image`` and no extension named is the PyTorch build, not an extension."""
     for _name, rule in RULES:
         outcome = rule(ev)
         if isinstance(outcome, Stop):
             return None
         if outcome is not None:
+            if (other := yielded(outcome.kind, ev.words())) is not None:
+                return replace(outcome, kind=other[0], because=f"{outcome.because} · {other[1]}".strip(" ·"))
             return outcome
     return None
 

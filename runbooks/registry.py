@@ -29,6 +29,7 @@ class Kind:
     generic: frozenset[str]  # those of ``messages`` other failures print too
     signals: tuple[re.Pattern[str], ...]  # words of a report that tell this kind from its neighbours
     neighbours: dict[str, str]  # neighbour kind -> what tells them apart
+    yields_to: tuple[str, ...] = ()  # neighbours that lead instead when only their signal shows
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -54,7 +55,7 @@ def kinds() -> dict[str, Kind]:
         row = extra.get(name, {})
         table[name] = Kind(name, book.title, book.triage, book.messages, frozenset(row.get("generic", ())),
                            tuple(re.compile(p, re.IGNORECASE) for p in row.get("signals", ())),
-                           dict(row.get("neighbours", {})))
+                           dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())))
     return table
 
 
@@ -66,6 +67,18 @@ def signalled(name: str, text: str) -> str | None:
     """The words of ``text`` that tell kind ``name`` from its neighbours (None: none, or no such kind)."""
     found = kind(name)
     return found.signal_in(text) if found is not None else None
+
+
+def yielded(name: str, text: str) -> tuple[str, str] | None:
+    """(the neighbour, its words) that leads instead of kind ``name``: the report shows that neighbour's signal and
+    none of this kind's own (data/kinds.json yields_to)."""
+    own = kind(name)
+    if own is None or not own.yields_to or own.signal_in(text) is not None:
+        return None
+    for other in own.yields_to:
+        if (words := signalled(other, text)) is not None:
+            return other, words
+    return None
 
 
 def unsignalled_generic(text: str) -> frozenset[str]:
@@ -83,7 +96,7 @@ def _named_by_tables() -> dict[str, set[str]]:
         "runbooks/data/defaults.json": defaults,
         "corpus/data/section_kinds.json": {k for rows in sections.values() for row in rows.values() for k in row["kinds"]},
         "runbooks/data/kinds.json": set(_data("kinds.json")["kinds"])
-        | {n for row in _data("kinds.json")["kinds"].values() for n in row.get("neighbours", {})},
+        | {n for row in _data("kinds.json")["kinds"].values() for n in [*row.get("neighbours", {}), *row.get("yields_to", ())]},
     }
 
 
@@ -105,4 +118,4 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "kind", "kinds", "problems", "signalled", "unsignalled_generic"]
+__all__ = ["Kind", "kind", "kinds", "problems", "signalled", "unsignalled_generic", "yielded"]
