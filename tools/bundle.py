@@ -244,6 +244,7 @@ _EVIDENCE: dict[str, Check] = {
             "index": _number(integer=True), "name": _string(200), "capability": _string(8, re.compile(r"\d{1,2}\.\d{1,2}"), "a capability"),
             "memory_total_mib": _number(integer=True), "memory_used_mib": _number(integer=True),
             "utilization_pct": _number(integer=True, optional=True), "uuid": _string(200),
+            "utilization_samples": _list(_number(integer=True), 64),
             "processes": _list(_object({"pid": _number(integer=True), "name": _string(300), "used_mib": _number(integer=True)},
                                        required=("pid", "name", "used_mib")), 256)},
             required=("name",)), 64)},  # a GPU missing a number is not re-judged (tools.verdicts)

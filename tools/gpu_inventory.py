@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,6 +17,11 @@ SMI_GPU_QUERY = (
 )
 SMI_APPS_QUERY = ("--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader,nounits")
 MEMORY_FULL_FRACTION = 0.9
+# A GPU that runs a compute process is sampled a few times (NVML's utilisation is the share of the last sample period
+# a kernel ran): a running job that averages below UNDERUSED_PCT waits on its input, the host or communication.
+SAMPLES = 6
+SAMPLE_INTERVAL_S = 0.25
+UNDERUSED_PCT = 40
 
 
 @dataclass
@@ -27,6 +34,7 @@ class Gpu:
     utilization_pct: int | None
     uuid: str = ""
     processes: list[dict[str, Any]] = field(default_factory=list)  # pid, name, used_mib
+    utilization_samples: list[int] = field(default_factory=list)  # a few readings while a process runs on it
 
 
 @dataclass
@@ -68,8 +76,9 @@ def available(ctx: ProbeContext, nvml: Any | None = None) -> tuple[bool, str]:
     return False, "NVML library not found (nvidia-ml-py not installed); nvidia-smi not found"
 
 
-def read_nvml(nvml: Any) -> GpuFacts:
-    """Raises GpuQueryError naming the failing NVML call."""
+def read_nvml(nvml: Any, sleep: Callable[[float], None] = time.sleep, *, sample: bool = True) -> GpuFacts:
+    """Raises GpuQueryError naming the failing NVML call. GPUs that run a compute process are sampled SAMPLES times
+    (``sleep`` between readings; a test passes a clock that does not wait), unless not ``sample``."""
     call = "nvmlInit()"
     try:
         nvml.nvmlInit()
@@ -97,6 +106,8 @@ def read_nvml(nvml: Any) -> GpuFacts:
             ]
             gpus.append(Gpu(index, _str(nvml.nvmlDeviceGetName(handle)), f"{major}.{minor}", _mib(memory.total),
                             _mib(memory.used), utilization, _str(nvml.nvmlDeviceGetUUID(handle)), procs))
+        if sample:
+            _sample_busy(nvml, gpus, sleep)
     except Exception as exc:
         raise GpuQueryError(call, str(exc)) from exc
     finally:
@@ -105,6 +116,18 @@ def read_nvml(nvml: Any) -> GpuFacts:
         except Exception:
             pass
     return GpuFacts("nvml", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus)
+
+
+def _sample_busy(nvml: Any, gpus: list[Gpu], sleep: Callable[[float], None]) -> None:
+    """Utilisation readings of the GPUs that run a process, SAMPLE_INTERVAL_S apart (read-only NVML queries)."""
+    busy = [gpu for gpu in gpus if gpu.processes and gpu.utilization_pct is not None]
+    for gpu in busy:
+        gpu.utilization_samples.append(int(gpu.utilization_pct or 0))
+    for _ in range(SAMPLES - 1 if busy else 0):
+        sleep(SAMPLE_INTERVAL_S)
+        for gpu in busy:
+            gpu.utilization_samples.append(int(nvml.nvmlDeviceGetUtilizationRates(
+                nvml.nvmlDeviceGetHandleByIndex(gpu.index)).gpu))
 
 
 def read_smi(ctx: ProbeContext, run: RunCommand, timeout_s: float) -> GpuFacts:
@@ -131,7 +154,7 @@ def gpu_facts(ctx: ProbeContext, nvml: Any | None = None, run: RunCommand = run_
     nvml = nvml if nvml is not None else load_nvml()
     if nvml is not None:
         try:
-            return read_nvml(nvml)
+            return read_nvml(nvml, sample=False)  # other probes need the inventory, not the job's utilisation
         except GpuQueryError:
             pass
     if shutil.which("nvidia-smi", path=ctx.environ.get("PATH")):
@@ -147,7 +170,8 @@ def gpu_count(ctx: ProbeContext) -> int | None:
     return None if facts is None else len(facts.gpus)
 
 
-def probe(ctx: ProbeContext, nvml: Any | None = None, run: RunCommand = run_command) -> ProbeResult:
+def probe(ctx: ProbeContext, nvml: Any | None = None, run: RunCommand = run_command,
+          sleep: Callable[[float], None] = time.sleep) -> ProbeResult:
     """List the NVIDIA GPUs (name, compute capability, memory used/total, utilization, driver) and the processes using each."""  # noqa: E501 - the LLM-facing description is one line
     clock = Clock(ctx.timeout_s)
     nvml = nvml if nvml is not None else load_nvml()
@@ -155,7 +179,7 @@ def probe(ctx: ProbeContext, nvml: Any | None = None, run: RunCommand = run_comm
     facts = None
     if nvml is not None:
         try:
-            facts = read_nvml(nvml)
+            facts = read_nvml(nvml, sleep)
         except GpuQueryError as exc:
             nvml_error = f"{exc.call}: {exc.message}"
     if facts is None:
@@ -197,13 +221,35 @@ def _findings(facts: GpuFacts) -> list[Finding]:
                 "CUDA_VISIBLE_DEVICES.",
                 ("cuda out of memory", "gpu memory", "leftover process"),
             ))
-        elif gpu.processes:
+            continue
+        if (low := _underused(gpu)) is not None:
+            found.append(Finding(
+                "GPU_UNDERUTILISED", "info",
+                f"GPU {gpu.index} averaged {low}% utilisation while a job ran on it",
+                f"GPU {gpu.index} {gpu.name}: utilisation {gpu.utilization_samples} (%) over "
+                f"{(len(gpu.utilization_samples) - 1) * SAMPLE_INTERVAL_S:.1f} s; processes: "
+                + ", ".join(f"pid {p['pid']} {p['name']}" for p in gpu.processes),
+                "The GPU waits for work: measure where a step's time goes (the step-time lines, `py-spy top --pid "
+                "<PID>` of the training process, torch.profiler for a few steps) before changing batch size or "
+                "DataLoader workers.",
+                ("slow training", "gpu utilization", "gpu utilisation", "low utilization", "利用率", "训练慢"),
+            ))
+        if gpu.processes:
             found.append(Finding(
                 "GPU_IN_USE", "info", f"GPU {gpu.index} already runs {len(gpu.processes)} process(es)",
                 "; ".join(f"pid {p['pid']} {p['name']} {p['used_mib']} MiB" for p in gpu.processes),
                 "", ("gpu memory", "shared gpu"),
             ))
     return found
+
+
+def _underused(gpu: Gpu) -> int | None:
+    """The mean utilisation of a GPU sampled while a process ran on it, when below UNDERUSED_PCT."""
+    samples = gpu.utilization_samples
+    if len(samples) < 2:
+        return None
+    mean = round(sum(samples) / len(samples))
+    return mean if mean < UNDERUSED_PCT else None
 
 
 def _smi_rows(result: Any) -> list[list[str]]:

@@ -20,6 +20,7 @@ class FakeNvml:
     def __init__(self, seed: dict[str, Any]) -> None:
         self.seed = seed
         self.initialised = 0
+        self.readings: dict[int, int] = {}
 
     def nvmlInit(self) -> None:
         if "error" in self.seed:
@@ -53,7 +54,13 @@ class FakeNvml:
         return SimpleNamespace(total=total, used=used, free=total - used)
 
     def nvmlDeviceGetUtilizationRates(self, handle: dict[str, Any]) -> SimpleNamespace:
-        return SimpleNamespace(gpu=handle.get("util", 0), memory=0)
+        """``util`` a number, or a list read one reading at a time (the last one repeats)."""
+        util = handle.get("util", 0)
+        if isinstance(util, list):
+            taken = self.readings.setdefault(handle["index"], 0)
+            self.readings[handle["index"]] = taken + 1
+            util = util[min(taken, len(util) - 1)]
+        return SimpleNamespace(gpu=util, memory=0)
 
     def nvmlDeviceGetUUID(self, handle: dict[str, Any]) -> str:
         return f"GPU-fake-{handle['index']}"

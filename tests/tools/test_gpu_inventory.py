@@ -21,15 +21,35 @@ def codes(result):
     [
         ({"gpus": [H100, H100]}, Status.OK, []),
         ({"gpus": [{**H100, "used_mib": 80000, "procs": [(4242, 80000)]}]}, Status.PROBLEM, ["GPU_MEMORY_NEARLY_FULL"]),
-        ({"gpus": [{**H100, "used_mib": 2000, "procs": [(4242, 2000)]}]}, Status.OK, ["GPU_IN_USE"]),
+        ({"gpus": [{**H100, "used_mib": 2000, "procs": [(4242, 2000)]}]}, Status.OK, ["GPU_IN_USE", "GPU_UNDERUTILISED"]),
+        ({"gpus": [{**H100, "used_mib": 2000, "util": 97, "procs": [(4242, 2000)]}]}, Status.OK, ["GPU_IN_USE"]),
         ({"gpus": []}, Status.PROBLEM, ["NO_GPUS_VISIBLE"]),
     ],
 )
 def test_nvml_rows(seed, status, expected):
-    result = gpu_inventory.probe(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(seed))
+    result = gpu_inventory.probe(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(seed), sleep=lambda s: None)
     assert result.status == status
     assert codes(result) == expected
     assert result.evidence["source"] == "nvml"
+
+
+def test_a_running_job_s_gpu_is_sampled_and_low_utilisation_is_measured_not_guessed():
+    waits: list[float] = []
+    seed = {"gpus": [{**H100, "used_mib": 30000, "util": [5, 0, 12, 3, 8, 2], "procs": [(4242, 30000)]}, H100]}
+    result = gpu_inventory.probe(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(seed), sleep=waits.append)
+    low = [f for f in result.findings if f.code == "GPU_UNDERUTILISED"]
+    assert len(low) == 1 and "5%" in low[0].summary and "[5, 0, 12, 3, 8, 2]" in low[0].evidence
+    assert waits == [gpu_inventory.SAMPLE_INTERVAL_S] * (gpu_inventory.SAMPLES - 1)
+    assert result.evidence["gpus"][1]["utilization_samples"] == []  # an idle GPU with no process is not sampled
+    busy = {"gpus": [{**H100, "used_mib": 30000, "util": [93, 99, 97, 95, 98, 96], "procs": [(4242, 30000)]}]}
+    result = gpu_inventory.probe(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(busy), sleep=lambda s: None)
+    assert "GPU_UNDERUTILISED" not in codes(result)
+
+
+def test_other_probes_read_the_inventory_without_sampling():
+    seed = {"gpus": [{**H100, "used_mib": 30000, "util": [5, 0], "procs": [(4242, 30000)]}]}
+    facts = gpu_inventory.gpu_facts(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(seed))
+    assert facts is not None and facts.gpus[0].utilization_samples == []
 
 
 def test_nvml_facts_and_json_round_trip():
