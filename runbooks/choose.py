@@ -79,7 +79,7 @@ def quoted_message(lines: Sequence[str], generic: Collection[str] = ()) -> tuple
     last = next((line for line in reversed(lines) if line.strip()), "")
     hang = any(HANG_WORDS.search(line) for line in lines[:400])
     skip = [*generic, *([] if hang else [m for m in _progress() if m not in last])]
-    books = [book for book in _kinds().values() if not set(book.triage) <= DIAGNOSED_ONLY]
+    books = [book for book in _kinds().values() if not (book.triage and set(book.triage) <= DIAGNOSED_ONLY)]
     return _best_quoted(books, lines, skip)
 
 

@@ -48,7 +48,7 @@ def test_a_message_picks_its_own_runbook_and_no_other():
     for book in english:
         for message in book.messages:
             lines = [f"[rank3]: {message} (some context)"]
-            if set(book.triage) <= DIAGNOSED_ONLY:  # a kind only the job's diagnosis tells apart: its category's
+            if book.triage and set(book.triage) <= DIAGNOSED_ONLY:  # a kind only the job's diagnosis tells apart: its category's
                 chosen = for_category(book.triage[0], lines)  # runbooks, not one pasted line, decide
                 assert chosen is not None and chosen.kind == book.kind, (message, chosen)
                 assert for_lines(lines) is None or for_lines(lines).kind != book.kind  # type: ignore[union-attr]

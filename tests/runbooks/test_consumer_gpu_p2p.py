@@ -1,0 +1,74 @@
+"""NCCL's peer-to-peer transport on PCIe GPUs that cannot really reach each other (runbook consumer_gpu_p2p): the
+CUDA peer-access error NCCL prints, vLLM's failed P2P test and the P2P channel lines a hang ends on each pick the
+runbook; an explicit 'invalid argument' from NCCL, a collective timeout and the SHM transport's lines do not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from runbook_messages import assert_a_line_per_message, assert_picks
+
+from runbooks.catalog import runbooks
+from runbooks.choose import for_lines
+
+KIND = "consumer_gpu_p2p"
+
+# One real-shaped line per message in the runbook's front matter (the same order).
+LINES = [
+    "node1:774:854 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported between these two devices'",
+    "(VllmWorkerProcess pid=58476) WARNING 04-07 10:43:44 [custom_all_reduce.py:147] Custom allreduce is disabled because "
+    "your platform lacks GPU P2P capability or P2P test failed. To silence this warning, specify "
+    "disable_custom_all_reduce=True explicitly.",
+    "node1:2338:2379 [2] NCCL INFO Channel 19/0 : 2[2] -> 1[1] via P2P/CUMEM",
+    "node1:909608:910337 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+]
+# Older NCCL printed the peer-access error from its P2P transport; PyTorch repeats NCCL's text under "Last error:".
+OTHER_SHAPES = [
+    "z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not "
+    "supported between these two devices",
+    "[rank1]: Cuda failure 217 'peer access is not supported between these two devices'",
+    "node1:2338:2379 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
+]
+
+HANG_THEN_TIMEOUT = [
+    "node1:909608:910337 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "[rank0]:[E1127 10:00:00 ProcessGroupNCCL.cpp:632] [Rank 0] Some NCCL operations have failed or timed out. Due to the "
+    "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+]
+NOT_THIS_KIND = [
+    # NCCL already went through host memory: P2P is not in use between these GPUs
+    "node1:909608:910337 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct",
+    # an explicit invalid argument from NCCL's P2P transport is the nccl_invalid_argument runbook's
+    "sglang:4167:5269 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'invalid argument'",
+]
+
+
+def test_every_message_has_a_line_here_and_both_languages_list_the_same_ones() -> None:
+    assert_a_line_per_message(KIND, LINES)
+
+
+@pytest.mark.parametrize("line", LINES + OTHER_SHAPES)
+def test_each_line_picks_the_runbook(line: str) -> None:
+    assert_picks(KIND, [line])
+
+
+def test_a_timeout_after_p2p_channel_lines_is_answered_as_a_collective_timeout() -> None:
+    chosen = for_lines(HANG_THEN_TIMEOUT)
+    assert chosen is not None and chosen.kind == "collective_timeout"
+
+
+@pytest.mark.parametrize("line", NOT_THIS_KIND)
+def test_a_neighbouring_line_does_not_pick_it(line: str) -> None:
+    chosen = for_lines([line])
+    assert chosen is None or chosen.kind != KIND, (line, chosen.kind)
+
+
+def test_the_peer_access_matrix_in_the_checks_uses_a_real_torch_api() -> None:
+    english = runbooks()[(KIND, "en")]
+    assert any("torch.cuda.can_device_access_peer(i, j)" in code for item in english.items["checks"] for code in item.code)
+    assert callable(torch.cuda.can_device_access_peer)
+
+
+def test_the_first_fix_is_the_nccl_switch_that_turns_p2p_off() -> None:
+    english = runbooks()[(KIND, "en")]
+    assert "export NCCL_P2P_DISABLE=1" in english.items["fixes"][0].code[0]

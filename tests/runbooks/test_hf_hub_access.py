@@ -1,0 +1,93 @@
+"""A download the Hugging Face Hub does not serve is its own failure (runbook hf_hub_access): each line shape
+huggingface_hub, transformers, datasets and requests print for offline mode, an unreachable Hub, a gated or a private
+repository picks the runbook alone; a checkpoint that did arrive but is corrupt, a full disk and a script the library
+refuses do not. Offline mode is reproduced for real (local_files_only, an empty cache: no network needed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from runbook_messages import assert_a_line_per_message, assert_picks
+
+from runbooks.catalog import runbooks
+from runbooks.choose import for_lines
+
+KIND = "hf_hub_access"
+HUB = "https://huggingface.co"
+
+# One real-shaped line per message in the runbook's front matter (the same order).
+LINES = [
+    f"Access to model acme/gated-lm is restricted and you are not in the authorized list. Visit {HUB}/acme/gated-lm to "
+    "ask for access.",
+    "Access to model acme/gated-lm is restricted. You must have access to it and be authenticated to access it. "
+    "Please log in.",
+    f"Cannot access gated repo for url {HUB}/acme/gated-lm/resolve/main/config.json.",
+    "OSError: You are trying to access a gated repo.",
+    "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/gated-set' is a gated dataset on the Hub. You must be "
+    "authenticated to access it.",
+    "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing "
+    "traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.",
+    "ConnectionError: Couldn't reach the Hugging Face Hub for dataset 'acme/set': Offline mode is enabled.",
+    f"OSError: We couldn't connect to '{HUB}' to load the files, and couldn't find them in the cached files.",
+    "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and "
+    "we cannot find the requested files in the local cache. Please check your connection and try again or make sure "
+    "your Internet connection is on.",
+    f"OSError: checkpoints/llama-8b is not a local folder and is not a valid model identifier listed on '{HUB}/models'",
+    "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-6800c1a8;b91c310c) "
+    f"Repository Not Found for url: {HUB}/api/models/acme/private-lm/revision/main.",
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded "
+    "with url: /acme/lm/resolve/main/config.json (Caused by NameResolutionError(\"HTTPSConnection(host='huggingface.co', "
+    "port=443): Failed to resolve 'huggingface.co' ([Errno -2] Name or service not known)\"))",
+]
+
+UNRELATED = [
+    "_pickle.UnpicklingError: invalid load key, 'v'.",  # a Git LFS pointer that did download: checkpoint_corrupt
+    "OSError: [Errno 28] No space left on device",
+    "TypeError: Trainer.__init__() got an unexpected keyword argument 'tokenizer'",
+]
+
+
+def _message(i: int) -> str:
+    return runbooks()[(KIND, "en")].messages[i]
+
+
+def test_every_message_has_a_line_here_and_both_languages_list_the_same_ones() -> None:
+    assert_a_line_per_message(KIND, LINES)
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_each_line_the_libraries_print_picks_the_runbook(line: str) -> None:
+    assert_picks(KIND, [line])
+
+
+@pytest.mark.parametrize("line", UNRELATED)
+def test_an_unrelated_line_does_not_pick_it(line: str) -> None:
+    chosen = for_lines([line])
+    assert chosen is None or chosen.kind != KIND, (line, chosen.kind)
+
+
+def test_the_full_disk_still_picks_its_own_runbook() -> None:
+    chosen = for_lines(["OSError: [Errno 28] No space left on device"])
+    assert chosen is not None and chosen.kind == "disk_full"
+
+
+def test_offline_with_an_empty_cache_prints_the_offline_message(tmp_path: Path) -> None:
+    hub = pytest.importorskip("huggingface_hub")
+    for download in (lambda: hub.hf_hub_download("acme/lm", "config.json", cache_dir=tmp_path, local_files_only=True),
+                     lambda: hub.snapshot_download("acme/lm", cache_dir=tmp_path, local_files_only=True)):
+        with pytest.raises(hub.errors.LocalEntryNotFoundError, match=re.escape(_message(5))):
+            download()
+
+
+def test_transformers_turns_it_into_the_could_not_connect_message(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    with pytest.raises(OSError, match=re.escape(_message(7))):
+        transformers.AutoConfig.from_pretrained("acme/lm", cache_dir=str(tmp_path), local_files_only=True)
+
+
+def test_the_cache_folder_is_named_as_the_runbook_says() -> None:
+    file_download = pytest.importorskip("huggingface_hub.file_download")
+    assert file_download.repo_folder_name(repo_id="acme/lm", repo_type="model") == "models--acme--lm"
+    assert file_download.repo_folder_name(repo_id="acme/set", repo_type="dataset") == "datasets--acme--set"
