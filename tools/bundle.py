@@ -245,6 +245,8 @@ _EVIDENCE: dict[str, Check] = {
             "memory_total_mib": _number(integer=True), "memory_used_mib": _number(integer=True),
             "utilization_pct": _number(integer=True, optional=True), "uuid": _string(200),
             "utilization_samples": _list(_number(integer=True), 64),
+            "ecc_uncorrected_volatile": _number(integer=True, optional=True),
+            "remapped_rows": _optional(_object({}, others=_number(integer=True))),
             "processes": _list(_object({"pid": _number(integer=True), "name": _string(300), "used_mib": _number(integer=True)},
                                        required=("pid", "name", "used_mib")), 256)},
             required=("name",)), 64)},  # a GPU missing a number is not re-judged (tools.verdicts)

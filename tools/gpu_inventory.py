@@ -35,6 +35,9 @@ class Gpu:
     uuid: str = ""
     processes: list[dict[str, Any]] = field(default_factory=list)  # pid, name, used_mib
     utilization_samples: list[int] = field(default_factory=list)  # a few readings while a process runs on it
+    # Health counters NVML reports on data-center GPUs (None where the GPU or driver does not support them):
+    ecc_uncorrected_volatile: int | None = None  # double-bit ECC errors since the driver loaded
+    remapped_rows: dict[str, int] | None = None  # correctable, uncorrectable, pending, failure (A100/H100 and later)
 
 
 @dataclass
@@ -104,8 +107,10 @@ def read_nvml(nvml: Any, sleep: Callable[[float], None] = time.sleep, *, sample:
                 {"pid": int(p.pid), "name": _process_name(p.pid), "used_mib": _mib(p.usedGpuMemory)}
                 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
             ]
-            gpus.append(Gpu(index, _str(nvml.nvmlDeviceGetName(handle)), f"{major}.{minor}", _mib(memory.total),
-                            _mib(memory.used), utilization, _str(nvml.nvmlDeviceGetUUID(handle)), procs))
+            gpu = Gpu(index, _str(nvml.nvmlDeviceGetName(handle)), f"{major}.{minor}", _mib(memory.total),
+                      _mib(memory.used), utilization, _str(nvml.nvmlDeviceGetUUID(handle)), procs)
+            gpu.ecc_uncorrected_volatile, gpu.remapped_rows = _health(nvml, handle)
+            gpus.append(gpu)
         if sample:
             _sample_busy(nvml, gpus, sleep)
     except Exception as exc:
@@ -116,6 +121,25 @@ def read_nvml(nvml: Any, sleep: Callable[[float], None] = time.sleep, *, sample:
         except Exception:
             pass
     return GpuFacts("nvml", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus)
+
+
+UNCORRECTED, VOLATILE = 1, 0  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC (nvml.h)
+
+
+def _health(nvml: Any, handle: Any) -> tuple[int | None, dict[str, int] | None]:
+    """The GPU's uncorrected ECC count since the driver loaded and its row-remapping state (read-only NVML queries;
+    None for each a consumer GPU or an old driver does not support)."""
+    try:
+        ecc: int | None = int(nvml.nvmlDeviceGetTotalEccErrors(handle, UNCORRECTED, VOLATILE))
+    except Exception:  # NVML_ERROR_NOT_SUPPORTED on GPUs without ECC
+        ecc = None
+    try:
+        corr, unc, pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
+        rows: dict[str, int] | None = {"correctable": int(corr), "uncorrectable": int(unc), "pending": int(pending),
+                                       "failure": int(failure)}
+    except Exception:  # before Ampere, or not supported
+        rows = None
+    return ecc, rows
 
 
 def _sample_busy(nvml: Any, gpus: list[Gpu], sleep: Callable[[float], None]) -> None:
@@ -222,6 +246,7 @@ def _findings(facts: GpuFacts) -> list[Finding]:
                 ("cuda out of memory", "gpu memory", "leftover process"),
             ))
             continue
+        found.extend(_health_findings(gpu))
         if (low := _underused(gpu)) is not None:
             found.append(Finding(
                 "GPU_UNDERUTILISED", "info",
@@ -240,6 +265,28 @@ def _findings(facts: GpuFacts) -> list[Finding]:
                 "; ".join(f"pid {p['pid']} {p['name']} {p['used_mib']} MiB" for p in gpu.processes),
                 "", ("gpu memory", "shared gpu"),
             ))
+    return found
+
+
+def _health_findings(gpu: Gpu) -> list[Finding]:
+    """What NVIDIA's memory-error guide says to act on: a row remap that failed (the GPU needs service), one pending
+    (reset the GPU or reboot to apply it), uncorrected ECC errors since the driver loaded (drain the node)."""
+    rows, ecc, name = gpu.remapped_rows or {}, gpu.ecc_uncorrected_volatile, f"GPU {gpu.index} {gpu.name}"
+    topics = ("xid", "ecc", "fallen off the bus", "gpu hardware", "row remap", "硬件故障")
+    found = []
+    if rows.get("failure"):
+        found.append(Finding("GPU_ROW_REMAP_FAILED", "problem", f"GPU {gpu.index} failed to remap a faulty memory row",
+                             f"{name}: remapped rows {rows}", "Drain the node and contact NVIDIA support (RMA): a "
+                             "remap failure is not fixed by a reset.", topics))
+    elif rows.get("pending"):
+        found.append(Finding("GPU_ROW_REMAP_PENDING", "problem", f"GPU {gpu.index} has a memory row remap pending",
+                             f"{name}: remapped rows {rows}", "Reset the GPU when no process uses it (`nvidia-smi -r -i "
+                             f"{gpu.index}`) or reboot the node; the remap takes effect only then.", topics))
+    if ecc:
+        found.append(Finding("GPU_ECC_UNCORRECTED", "problem", f"GPU {gpu.index} reported {ecc} uncorrected ECC "
+                             "error(s) since the driver loaded", f"{name}: volatile uncorrected ECC count {ecc}",
+                             "Drain the node and resume the job elsewhere; check `journalctl -k | grep -i 'NVRM: Xid'` "
+                             "for Xid 48/63/64/94/95 and follow NVIDIA's action for each.", topics))
     return found
 
 

@@ -62,6 +62,18 @@ class FakeNvml:
             util = util[min(taken, len(util) - 1)]
         return SimpleNamespace(gpu=util, memory=0)
 
+    def nvmlDeviceGetTotalEccErrors(self, handle: dict[str, Any], error_type: int, counter_type: int) -> int:
+        """``ecc``: the uncorrected volatile count; absent, NOT_SUPPORTED like a GPU without ECC."""
+        if "ecc" not in handle:
+            raise NVMLError("Not Supported")
+        return int(handle["ecc"])
+
+    def nvmlDeviceGetRemappedRows(self, handle: dict[str, Any]) -> tuple[int, int, int, int]:
+        """``rows``: (correctable, uncorrectable, pending, failure); absent, NOT_SUPPORTED like a pre-Ampere GPU."""
+        if "rows" not in handle:
+            raise NVMLError("Not Supported")
+        return tuple(handle["rows"])  # type: ignore[return-value]
+
     def nvmlDeviceGetUUID(self, handle: dict[str, Any]) -> str:
         return f"GPU-fake-{handle['index']}"
 

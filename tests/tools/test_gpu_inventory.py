@@ -46,6 +46,19 @@ def test_a_running_job_s_gpu_is_sampled_and_low_utilisation_is_measured_not_gues
     assert "GPU_UNDERUTILISED" not in codes(result)
 
 
+def test_nvml_health_counters_say_what_nvidia_s_guide_says_to_do():
+    seed = {"gpus": [{**H100, "ecc": 2, "rows": (0, 1, 1, 0)}, {**H100, "rows": (0, 3, 0, 1)}, {**H100, "ecc": 0,
+                                                                                                "rows": (0, 0, 0, 0)}]}
+    result = gpu_inventory.probe(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(seed), sleep=lambda s: None)
+    assert result.status == Status.PROBLEM
+    assert codes(result) == ["GPU_ECC_UNCORRECTED", "GPU_ROW_REMAP_FAILED", "GPU_ROW_REMAP_PENDING"]
+    pending = next(f for f in result.findings if f.code == "GPU_ROW_REMAP_PENDING")
+    assert "nvidia-smi -r -i 0" in pending.fix
+    assert result.evidence["gpus"][2]["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": 0, "failure": 0}
+    consumer = gpu_inventory.probe(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml({"gpus": [H100]}), sleep=lambda s: None)
+    assert consumer.evidence["gpus"][0]["ecc_uncorrected_volatile"] is None and codes(consumer) == []
+
+
 def test_other_probes_read_the_inventory_without_sampling():
     seed = {"gpus": [{**H100, "used_mib": 30000, "util": [5, 0], "procs": [(4242, 30000)]}]}
     facts = gpu_inventory.gpu_facts(ProbeContext(environ={"PATH": ""}), nvml=FakeNvml(seed))
