@@ -28,6 +28,7 @@ class Raised:
     thing: str  # what it names (a module, a path, a key), "" for none
     place: str  # file:line of the frame that raised it, "" when the paste shows none
     check: str  # the first check, with the thing filled in
+    own_kind: str = ""  # the runbook kind when the thing is not a published package (data/exceptions.json own_kind)
 
     @property
     def top(self) -> str:
@@ -51,6 +52,12 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
     return tuple((row["name"], re.compile(row["pattern"]), row["check"]) for row in data["exceptions"])
 
 
+@cache
+def _own_kinds() -> dict[str, str]:
+    data = json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8"))
+    return {row["name"]: row["own_kind"] for row in data["exceptions"] if row.get("own_kind")}
+
+
 def recognise(lines: Sequence[str]) -> Raised | None:
     """The first line (of at most 400) that shows a generic exception, with what it names and where it was raised."""
     for index, line in enumerate(lines[:400]):
@@ -63,7 +70,8 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             top = (module or thing).split(".")[0] if name in ("module_missing", "import_name") else thing
             frames = [m for earlier in lines[max(0, index - 60):index] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
-            return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing))
+            own = _own_kinds().get(name, "") if top and top not in _third_party() else ""
+            return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own)
     return None
 
 

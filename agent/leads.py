@@ -8,6 +8,7 @@ kind of evidence is one function and one row of ``RULES``.
     diagnosis        the job's triage names a kind (its logs compared across ranks)
     quoted           a pasted line shows a message that identifies a kind (the most specific message wins; a
                      generic head, ``ZeroDivisionError`` or ``No module named X``, identifies nothing)
+    own_module       ``No module named X`` where X is no published package: the project's own package
     hang_stage       the report says the job hangs and names the stage (runbooks/data/hang_stages.json)
     retrieved        a document section answers and retrieval is as sure of a runbook (a likeness)
     section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from agent.exceptions import recognise
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
@@ -100,6 +102,15 @@ def quoted(ev: LeadEvidence) -> Lead | None:
     return None
 
 
+def own_module(ev: LeadEvidence) -> Lead | None:
+    """A missing module that is no published package (agent/data/exceptions.json third_party): the project's own
+    package is not importable where the job runs."""
+    raised = recognise([*ev.errors, *ev.text.splitlines()])
+    if raised is None or not raised.own_kind:
+        return None
+    return Lead(raised.own_kind, "own_module", raised.line, CHOSEN_CONFIDENCE, True)
+
+
 def hang_stage(ev: LeadEvidence) -> Lead | None:
     """The report says the job hangs and where: the runbook of that stage."""
     if (found := for_hang_stage(ev.text)) is None:
@@ -139,6 +150,7 @@ def section_kind(ev: LeadEvidence) -> Lead | None:
 RULES: tuple[tuple[str, Rule], ...] = (
     ("diagnosis", diagnosis),  # the logs compared across ranks outweigh any one line
     ("quoted", quoted),  # an identifying message pasted: what the failure printed
+    ("own_module", own_module),  # a generic head that names the project's own module
     ("hang_stage", hang_stage),  # a hang has no message: where it stalls names it
     ("retrieved", retrieved),  # likeness: only where a document section answers too
     ("section_kind", section_kind),  # the kind the answering section is recorded about

@@ -42,7 +42,7 @@ def test_two_kinds_claiming_one_message_is_found(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_rules_are_one_ordered_table_strongest_evidence_first() -> None:
-    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "hang_stage", "retrieved", "section_kind"]
+    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "own_module", "hang_stage", "retrieved", "section_kind"]
 
 
 def test_each_rule_alone_says_its_kind_and_why() -> None:
@@ -102,6 +102,9 @@ def test_generic_exceptions_say_what_they_name_where_and_the_first_check() -> No
     assert names_agree(raised, "ModuleNotFoundError: No module named 'flash_attn_3' -> pip install flash-attn-3")
     own = recognise(["ModuleNotFoundError: No module named 'training'"])
     assert own is not None and names_agree(own, "No module named 'lightrft': pip install -e . in the project")
+    assert own.own_kind == "own_package_import" and raised.own_kind == ""
+    lead = decide(LeadEvidence("ModuleNotFoundError: No module named 'training'", None, [], "en"))
+    assert lead is not None and lead.kind == "own_package_import" and lead.rule == "own_module"
 
 
 def test_the_asker_s_stated_values_and_setup_are_read() -> None:

@@ -39,6 +39,7 @@ LINES = [
     "have excessive nesting (inputs type `list` where type `int` is expected).",
     "KeyError: \"Unexpected input keys in examples: ['question', 'answer'].\"",
     "KeyError: 'text'",
+    "Using pad_token, but it is not set yet.",
 ]
 
 # The older wording (Transformers 4.4x) shares the first message.

@@ -39,6 +39,7 @@ LINES = [
     "TypeError: __init__() got an unexpected keyword argument 'dataset_text_field'",
     "TypeError: __init__() got an unexpected keyword argument 'max_seq_length'",
     "TypeError: __init__() got an unexpected keyword argument 'tokenizer'",
+    "ValueError: Tokenizer class AcmeTokenizer does not exist or is not currently imported.",
 ]
 
 TRACEBACK = [
