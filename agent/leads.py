@@ -27,6 +27,7 @@ from runbooks.choose import for_category, for_hang_stage, kind_of_source, quoted
 from runbooks.registry import signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
+RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
     like many questions), nor where the answering section is recorded about no kind a runbook answers (a question
     about training speed that reads like the DeepSpeed start-up runbook is answered by the tuning section)."""
     if ev.documents is None:
-        return Stop("retrieved")
+        return _alone(ev)
     if ev.best_section is not None and about_no_kind(*ev.best_section):
         return Stop("retrieved")
     found = ev.retrieved
@@ -134,6 +135,17 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
     if (words := signalled(kind, ev.words())) is None:
         return None  # a likeness alone, nothing in the report that tells this kind from its neighbours
     return Lead(kind, "retrieved", words, found.confidence, False)
+
+
+def _alone(ev: LeadEvidence) -> Lead | Stop:
+    """No document section answers: the runbook retrieval found leads only when retrieval is sure of it on its own
+    (RUNBOOK_ALONE) and the report shows that kind's signal; a runbook's broad words alone read like many questions."""
+    found = ev.retrieved
+    kind = kind_of_source(found.source) if found is not None else None
+    if found is None or kind is None or (found.confidence or 0.0) < RUNBOOK_ALONE:
+        return Stop("retrieved")
+    words = signalled(kind, ev.words())
+    return Lead(kind, "retrieved", words, found.confidence, False) if words is not None else Stop("retrieved")
 
 
 def section_kind(ev: LeadEvidence) -> Lead | None:
