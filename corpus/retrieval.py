@@ -211,7 +211,7 @@ class Retriever:
         coverage = recognition.coverage_matrix(self.snapshot.families)
         answerable = coverage > 0
         if mode == "hybrid" and recognition.ranks:
-            fused = fused + self.weights.family * coverage
+            fused = fused + self.weights.family * coverage * keep  # only the chunks searched (a runbook is no document)
         if boost_text and mode == "hybrid":
             # Words of what a probe found on the machine: the sections about it move up.
             fused = fused + self.weights.probe * _scaled(self.snapshot.bm25.scores(tokenize(boost_text)) * keep)
