@@ -137,11 +137,17 @@ def read_runbook(path: Path) -> Runbook:
 @cache
 def runbooks() -> dict[tuple[str, str], Runbook]:
     """Every shipped runbook by (kind, lang)."""
-    found: dict[tuple[str, str], Runbook] = {}
-    for lang in LANGS:
-        for path in sorted((RUNBOOK_DIR / lang).glob("*.md")):
-            book = read_runbook(path)
-            found[(book.kind, book.lang)] = book
+    return {(book.kind, book.lang): book for lang in LANGS for book in runbooks_in(lang).values()}
+
+
+@cache
+def runbooks_in(lang: str) -> dict[str, Runbook]:
+    """The shipped runbooks of one language by kind: an answer reads the English ones (the registry) and those of the
+    asker's language, not every file."""
+    found: dict[str, Runbook] = {}
+    for path in sorted((RUNBOOK_DIR / lang).glob("*.md")) if lang in LANGS else ():
+        book = read_runbook(path)
+        found[book.kind] = book
     return found
 
 

@@ -18,7 +18,9 @@ from importlib import resources
 from typing import Any
 
 from jobs.diagnosis import HANG_WORDS
-from runbooks.catalog import Runbook, runbooks
+from runbooks.catalog import Runbook, runbooks_in
+
+RUNBOOK_SOURCE = re.compile(r"(?:^|/)runbooks/(?P<lang>[a-z]{2})/(?P<kind>[a-z0-9_]+)\.md$")
 
 
 @cache
@@ -28,12 +30,12 @@ def _defaults() -> dict[str, str]:
 
 
 def _kinds(lang: str = "en") -> dict[str, Runbook]:
-    return {kind: book for (kind, book_lang), book in runbooks().items() if book_lang == lang}
+    return runbooks_in(lang)
 
 
 def in_language(kind: str, lang: str) -> Runbook | None:
     """The runbook of ``kind`` in ``lang``, else in English."""
-    return runbooks().get((kind, lang)) or runbooks().get((kind, "en"))
+    return runbooks_in(lang).get(kind) or runbooks_in("en").get(kind)
 
 
 def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collection[str] = ()) -> tuple[Runbook, str] | None:
@@ -140,10 +142,9 @@ def for_hang_stage(text: str) -> tuple[Runbook, str] | None:
 
 def kind_of_source(source: str) -> str | None:
     """The kind of a cited runbook file (``corpus/runbooks/<lang>/<kind>.md``), else None."""
-    for book in runbooks().values():
-        if book.source == source:
-            return book.kind
-    return None
+    found = RUNBOOK_SOURCE.search(source)
+    book = runbooks_in(found["lang"]).get(found["kind"]) if found else None
+    return book.kind if book is not None and book.source == source else None
 
 
 __all__ = ["BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "in_language", "kind_of_source",

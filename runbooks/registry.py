@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from runbooks.catalog import runbooks
+from runbooks.catalog import runbooks_in
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Kind:
     triage: tuple[str, ...]
     messages: tuple[str, ...]  # what the failure prints (front matter, English runbook)
     generic: frozenset[str]  # those of ``messages`` other failures print too
-    signals: tuple[re.Pattern[str], ...]  # words of a report that tell this kind from its neighbours
+    signal_patterns: tuple[str, ...]  # words of a report that tell this kind from its neighbours (compiled when asked)
     neighbours: dict[str, str]  # neighbour kind -> what tells them apart
     yields_to: tuple[str, ...] = ()  # neighbours that lead instead when only their signal shows
 
@@ -35,9 +35,19 @@ class Kind:
     def specific(self) -> tuple[str, ...]:
         return tuple(m for m in self.messages if m not in self.generic)
 
+    @property
+    def signals(self) -> tuple[re.Pattern[str], ...]:
+        return _compiled(self.signal_patterns)
+
     def signal_in(self, text: str) -> str | None:
         """The words of ``text`` that tell this kind from its neighbours, or None."""
         return next((found.group(0) for pattern in self.signals if (found := pattern.search(text)) is not None), None)
+
+
+@cache
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """A kind's signals, compiled the first time a report is checked against them (a cold start compiles none)."""
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
 def _data(name: str, package: str = "runbooks") -> Any:
@@ -49,12 +59,10 @@ def kinds() -> dict[str, Kind]:
     """Every kind, by name (the English runbooks' front matter with data/kinds.json beside it)."""
     extra = _data("kinds.json")["kinds"]
     table: dict[str, Kind] = {}
-    for (name, lang), book in runbooks().items():
-        if lang != "en":
-            continue
+    for name, book in runbooks_in("en").items():
         row = extra.get(name, {})
         table[name] = Kind(name, book.title, book.triage, book.messages, frozenset(row.get("generic", ())),
-                           tuple(re.compile(p, re.IGNORECASE) for p in row.get("signals", ())),
+                           tuple(row.get("signals", ())),
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())))
     return table
 
@@ -82,8 +90,9 @@ def yielded(name: str, text: str) -> tuple[str, str] | None:
 
 
 def unsignalled_generic(text: str) -> frozenset[str]:
-    """The generic messages that do not name their kind in ``text``: the report shows none of its signals."""
-    return frozenset(m for k in kinds().values() if k.generic and k.signal_in(text) is None for m in k.generic)
+    """The generic messages that do not name their kind in ``text``: the report shows none of its signals (a message
+    ``text`` does not show is in the set too: it names nothing here, and its kind's signals are not compiled)."""
+    return frozenset(m for k in kinds().values() for m in k.generic if m not in text or k.signal_in(text) is None)
 
 
 def _named_by_tables() -> dict[str, set[str]]:
@@ -110,7 +119,7 @@ def problems() -> list[str]:
     owners: dict[str, str] = {}
     for k in table.values():
         found += [f"{k.name}: generic message {m!r} is not one of its messages" for m in sorted(k.generic - set(k.messages))]
-        if not k.signals:
+        if not k.signal_patterns:
             found.append(f"{k.name}: no signals tell it from its neighbours")
         for message in k.messages:
             if (other := owners.setdefault(message, k.name)) != k.name:

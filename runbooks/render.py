@@ -19,9 +19,9 @@ INLINE_CODE = re.compile(r"`([^`\n]+)`")
 def citation_section(book: Runbook) -> str:
     """The section a runbook is indexed and cited as: the English runbook's title (a runbook in another language is
     chunked under the English one's headings, corpus.renderings), so both languages are one section."""
-    from runbooks.catalog import runbooks
+    from runbooks.catalog import runbooks_in
 
-    english = runbooks().get((book.kind, "en"))
+    english = runbooks_in("en").get(book.kind)
     return english.title if english is not None else book.title
 
 
