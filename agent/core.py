@@ -47,6 +47,11 @@ class Question:
     job: JobDiagnosis | None = None  # the attached logs read as one job (agent.logs.read_logs)
     follows: Context | None = None  # set by ask(): the earlier turn this question follows up on
 
+    def asked(self) -> str:
+        """What the asker has said: a follow-up's words after those it follows up on (the first question, the
+        diagnosis, the follow-ups since), so its new detail ("and on 8 nodes?") is read with what it refers to."""
+        return self.text if self.follows is None else f"{self.follows.text()}\n{self.text}"
+
     def has_own_log(self) -> bool:
         return bool(self.log_head or self.log_errors or self.log_paths or self.bundle or self.job)
 
@@ -294,7 +299,8 @@ class Troubleshooter:
         nearest: list[Citation] = []
         retrieved = citations
         no_match, confidence = result.no_match, result.confidence
-        raised = recognise([*(question.log_errors or result.error_lines), *question.text.splitlines()])
+        asked = question.asked()  # a follow-up with what it follows up on
+        raised = recognise([*(question.log_errors or result.error_lines), *asked.splitlines()])
         if raised is not None and not no_match and not any(names_agree(raised, c.text) for c in citations):
             no_match = True  # the exception names a module or a file no section names: those sections are not answers
         elif raised is not None and not no_match:
@@ -315,13 +321,14 @@ class Troubleshooter:
             # else, does not lead it (an extension's arch for a CPU-only torch); one about the same problem still does
         answering = (citations[0].source, citations[0].section) if citations and not no_match else None
         # Nor does the runbook of the answering section's kind: the probes' finding gives the first fix there
-        lead_evidence = LeadEvidence(question.text, job, question.log_errors or result.error_lines, lang, best,
-                                     None if no_match else result.confidence, answering, by_section_kind=not explaining)
+        lead_evidence = LeadEvidence(asked, job, question.log_errors or result.error_lines, lang, best,
+                                     None if no_match else result.confidence, answering, by_section_kind=not explaining,
+                                     new_words=question.text if question.follows is not None else "")
         if (chosen := leading(lead_evidence)) is not None:
             runbook, lead = chosen  # the fix follows the diagnosis: the kind's runbook leads
             confidence = lead.confidence
             citations = documents_after(runbook, lead.established, citations, quoting, retrieved,
-                                        hang_stage(question.text, job, runbook))
+                                        hang_stage(asked, job, runbook))
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
         evidence = self._machine_evidence(question, job, diagnosis)
         citations = [reviewed(c, lang, evidence) for c in citations]  # nothing is shown unchecked
@@ -360,7 +367,7 @@ class Troubleshooter:
             from agent.lead import runbook_lead
             from agent.stated import read_setup
 
-            setup = read_setup([question.text, *facts.errors])  # what the asker already runs with, or rules out
+            setup = read_setup([question.asked(), *facts.errors])  # what the asker already runs with, or rules out
             lead = review(runbook_lead(facts.runbook, job, lang, setup, facts.lead,
                                        [*facts.errors, *question.text.splitlines()[:400]]), facts.runbook.source, facts.runbook.title, lang,
                           torch_version=torch_version(evidence)).text

@@ -12,6 +12,9 @@ kind of evidence is one function and one row of ``RULES``.
     hang_stage       the report says the job hangs and names the stage (runbooks/data/hang_stages.json)
     retrieved        a document section answers and retrieval is as sure of a runbook (a likeness)
     section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
+
+A follow-up's new words that name a neighbour of the chosen kind, and the earlier turns did not, move the lead to
+that neighbour ("and on 8 nodes?" after a collective timeout: the network between nodes).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from runbooks.choose import for_category, for_hang_stage, kind_of_source, quoted_message
-from runbooks.registry import signalled, unsignalled_generic, yielded
+from runbooks.registry import neighbour_named, signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)
@@ -50,6 +53,7 @@ class LeadEvidence:
     documents: float | None = None  # the confidence that the best document section answers; None when none does
     best_section: tuple[str, str] | None = None  # (source, heading path) of the section that answers
     by_section_kind: bool = True  # False where a probe's finding gives the first fix
+    new_words: str = ""  # a follow-up's own words (``text`` holds them after what they follow up on)
 
     def words(self) -> str:
         """All the report's own words: the question, its error lines, the lines the job's cause shows."""
@@ -180,6 +184,9 @@ def decide(ev: LeadEvidence) -> Lead | None:
         if outcome is not None:
             if (other := yielded(outcome.kind, ev.words())) is not None:
                 return replace(outcome, kind=other[0], because=f"{outcome.because} · {other[1]}".strip(" ·"))
+            earlier = ev.text[: len(ev.text) - len(ev.new_words)]
+            if ev.new_words and (named := neighbour_named(outcome.kind, ev.new_words, earlier)) is not None:
+                return Lead(named[0], "follow_up", named[1], outcome.confidence, outcome.established)
             return outcome
     return None
 

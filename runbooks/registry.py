@@ -89,6 +89,15 @@ def yielded(name: str, text: str) -> tuple[str, str] | None:
     return None
 
 
+def neighbour_named(name: str, new_words: str, earlier: str) -> tuple[str, str] | None:
+    """(the neighbour of kind ``name``, its words) that a follow-up's ``new_words`` name and the ``earlier`` turns did
+    not: "and on 8 nodes?" after a collective timeout is the network between nodes. None unless exactly one does."""
+    own = kind(name)
+    named = [(other, words) for other in (own.neighbours if own is not None else ())
+             if (words := signalled(other, new_words)) is not None and signalled(other, earlier) is None]
+    return named[0] if len(named) == 1 else None
+
+
 def unsignalled_generic(text: str) -> frozenset[str]:
     """The generic messages that do not name their kind in ``text``: the report shows none of its signals (a message
     ``text`` does not show is in the set too: it names nothing here, and its kind's signals are not compiled)."""
@@ -127,4 +136,4 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "kind", "kinds", "problems", "signalled", "unsignalled_generic", "yielded"]
+__all__ = ["Kind", "kind", "kinds", "neighbour_named", "problems", "signalled", "unsignalled_generic", "yielded"]

@@ -45,3 +45,17 @@ def test_a_pasted_timeout_names_the_rank_that_did_not_report_and_leads_with_the_
     answer = ask(cli, "\n".join(lines))
     assert answer["verdict"]["where"] == "rank 3"
     assert "traindoc hang" in answer["verdict"]["fix"]
+
+
+@pytest.mark.parametrize(("follow_up", "kind"), [
+    ("how do I fix it?", "collective_timeout"),  # nothing new: the same failure
+    ("and with DeepSpeed?", "deepspeed_init_hang"),  # the new detail names where a DeepSpeed job hangs
+    ("what about on 8 nodes?", "nccl_network"),  # a neighbour the new words name: the network between nodes
+])
+def test_a_follow_up_s_new_detail_changes_what_leads(follow_up: str, kind: str) -> None:
+    from agent.core import Question, build_troubleshooter
+
+    history = [{"role": "user", "content": "why is NCCL hanging"}, {"role": "assistant", "content": "..."}]
+    answer = build_troubleshooter().ask(Question(follow_up, probes=False, history=history))
+    assert answer.lead is not None and answer.lead.kind == kind, answer.lead
+    assert answer.citations[0].source == f"corpus/runbooks/en/{kind}.md"
