@@ -139,11 +139,15 @@ def test_a_template_without_generation_markers_warns_and_masks_no_assistant_toke
 
     tokenizer.chat_template = "{% for message in messages %}{{ message['content'] }} {% endfor %}"
     logging.warning_once.cache_clear()  # a warning transformers prints once per process: another test may have printed it
+    verbosity = logging.get_verbosity()  # and another library may have quietened transformers' logger
+    logging.set_verbosity_warning()
     logging.enable_propagation()
     try:
-        out = tokenizer.apply_chat_template(CHAT, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        with caplog.at_level("WARNING"):
+            out = tokenizer.apply_chat_template(CHAT, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     finally:
         logging.disable_propagation()
+        logging.set_verbosity(verbosity)
     assert sum(out["assistant_masks"]) == 0  # what TRL's RuntimeError reports
     assert _message(5) in caplog.text
 
