@@ -194,13 +194,17 @@ def compose(
     log_probes = set(_guidance()["log_probes"])
     parts.extend(_findings(say("probes_found", lang, source=probe_source), [f for f in problems if f.probe not in log_probes], lang))
     parts.extend(_findings(_say("log_shows", lang), [f for f in problems if f.probe in log_probes], lang))
-    parts.extend(codes_markdown(codes, lang))
+    led = lead is not None and bool(citations)
+    if not led:
+        parts.extend(codes_markdown(codes, lang))
     if error_lines:
         parts.append(f"### {say('error_lines', lang)}")
         parts.extend(f"- {code_span(line[:160])}" for line in error_lines[:4])  # a backtick in the log cannot end it
         parts.append("")
-    if lead is not None and citations:  # a runbook answers the diagnosed kind: its fixes come first (agent.lead)
-        parts.extend([lead, ""])
+    if led:  # a runbook answers the diagnosed kind: its fixes come first (agent.lead)
+        parts.extend([lead or "", ""])
+        # the codes speak after the runbook and in its terms: what each means and its check, not a generic fix
+        parts.extend(codes_markdown(codes, lang, with_fix=False))
         parts.extend(_same_kind_fixes(citations[1:], lead_kind, "\n".join([question, *error_lines]), lang))
         if len(citations) > 1:
             parts.append(f"### {say('see_also', lang)}")
@@ -294,8 +298,10 @@ def _same_kind_fixes(citations: Sequence[Citation], kind: str | None, report: st
     return parts + ([*notes, ""] if notes else [])
 
 
-def codes_markdown(codes: Sequence[CodeMeaning], lang: Lang) -> list[str]:
-    """What each well-known error code the input shows means, and NVIDIA's check and fix for it (jobs.codes)."""
+def codes_markdown(codes: Sequence[CodeMeaning], lang: Lang, *, with_fix: bool = True) -> list[str]:
+    """What each well-known error code the input shows means, and NVIDIA's check and fix for it (jobs.codes); not
+    the fix (``with_fix``) after a runbook that gives the fixes for this failure: a code's generic fix (a Blackwell
+    build for `no kernel image`) must not contradict the verdict (an extension built without this GPU's arch)."""
     if not codes:
         return []
     parts = [f"### {say('codes_mean', lang)}"]
@@ -303,7 +309,7 @@ def codes_markdown(codes: Sequence[CodeMeaning], lang: Lang) -> list[str]:
         parts.append(f"- **{code.head}**: {code.meaning_in(lang)} ({code.source.split(' ; ')[0]})")
         if code.check:
             parts.append(f"  - {say('code_check', lang)}: {code_span(code.check)}")
-        if code.fix:
+        if code.fix and with_fix:
             parts.append(f"  - {say('code_fix', lang)}: {code.fix.get(lang) or code.fix['en']}")
     return [*parts, ""]
 

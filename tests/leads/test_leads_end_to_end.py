@@ -59,3 +59,15 @@ def test_a_follow_up_s_new_detail_changes_what_leads(follow_up: str, kind: str) 
     answer = build_troubleshooter().ask(Question(follow_up, probes=False, history=history))
     assert answer.lead is not None and answer.lead.kind == kind, answer.lead
     assert answer.citations[0].source == f"corpus/runbooks/en/{kind}.md"
+
+
+def test_an_error_code_speaks_after_the_verdict_and_in_its_terms(cli: Any) -> None:
+    """An H100 user whose flash-attn build lacks sm_90: the extension's runbook leads; the code table follows it and
+    does not tell them to install a Blackwell build."""
+    paste = ("flash_attn 2.5.8 was built with TORCH_CUDA_ARCH_LIST=8.0 on an A100, now on an H100\n"
+             "RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    answer = ask(cli, paste)
+    assert answer["lead"]["kind"] == "extension_arch", answer["lead"]
+    text = answer["answer"]
+    assert text.index("Likely cause") < text.index("cudaErrorNoKernelImageForDevice"), text[:3000]
+    assert "cu128" not in text.split("cudaErrorNoKernelImageForDevice", 1)[1].split("###", 1)[0], text[:4000]

@@ -126,3 +126,10 @@ def test_every_phrase_the_rules_say_exists_in_every_language() -> None:
         assert not [k for k in keys if k not in phrases[lang]], lang
     for row in data["exceptions"]:
         re.compile(row["pattern"])
+
+
+@pytest.mark.parametrize("word", "process parameter program timestamps jumps dumps please help about framework random "
+                                 "promise remote between accept execute".split())
+def test_no_signal_fires_inside_an_ordinary_word(word: str) -> None:
+    """A short signal is bounded: 'RoCE' is not in 'process', 'RAM' not in 'parameter', 'mps' not in 'timestamps'."""
+    assert [k.name for k in kinds().values() if k.signal_in(word)] == []
