@@ -7,7 +7,7 @@ sections retrieval found follow as See also, so a section about another kind nev
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -128,6 +128,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     if job is None or job.root_cause is None:
         return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted)  # a fix for the message pasted first
     root, rules = job.root_cause, worsening(job)
+    if root.rank is not None:  # the logs name the rank: its fix first, the command that finds a rank after it
+        tried = partial(_rank_named, rank=root.rank, lang=lang, then=tried)
 
     def harm(item: Item) -> str | None:
         text = "\n".join([item.text, *item.code])
@@ -148,6 +150,13 @@ def _short(line: str, most: int = 160) -> str:
     """A quoted line on one line, cut at ``most`` characters, with no backtick to break its code span."""
     flat = " ".join(line.replace("`", "'").split())
     return flat if len(flat) <= most else flat[: most - 1] + "…"
+
+
+def _rank_named(item: Item, rank: int, lang: Lang, then: Callable[[Item], str | None] | None) -> str | None:
+    """The note that moves the evidence command after the fixes where the logs already name the rank."""
+    if any(TAKES_STACKS in code for code in item.code):
+        return say("rank_named_evidence_after", lang, rank=rank)
+    return then(item) if then is not None else None
 
 
 def _tried(item: Item, setup: Setup, lang: Lang) -> str | None:

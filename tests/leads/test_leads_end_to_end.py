@@ -37,14 +37,18 @@ def test_a_value_the_asker_already_runs_with_is_not_the_first_fix(cli: Any) -> N
     assert "You already run with `micro-batch size` = `1`" in answer["answer"]
 
 
-def test_a_pasted_timeout_names_the_rank_that_did_not_report_and_leads_with_the_command(cli: Any) -> None:
+def test_a_pasted_timeout_names_the_rank_that_did_not_report_and_the_command_leads_only_without_one(cli: Any) -> None:
     lines = ["torchrun --nproc_per_node 4 train.py"] + [
         f"[rank{r}]:[E1127 10:00:00.000000 12{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
         f"operation timeout: WorkNCCL(SeqNum=1201, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
         f"Timeout(ms)=600000) ran for 60001{r} milliseconds before timing out." for r in range(3)]
     answer = ask(cli, "\n".join(lines))
     assert answer["verdict"]["where"] == "rank 3"
-    assert "traindoc hang" in answer["verdict"]["fix"]
+    # the rank is named: the fix for what it was doing comes first, the command that takes its stack after it
+    assert "late rank" in answer["verdict"]["fix"] and "traindoc hang" in answer["answer"]
+    assert "The logs name rank 3" in answer["answer"]
+    unnamed = ask(cli, "\n".join(lines[1:]))  # no launch line: the world is unknown, no rank is named
+    assert unnamed["verdict"]["where"] == "" and "traindoc hang" in unnamed["verdict"]["fix"], unnamed["verdict"]
 
 
 @pytest.mark.parametrize(("follow_up", "kind"), [
