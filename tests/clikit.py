@@ -42,7 +42,7 @@ CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def run_cli(prog: str, *args: str, env: Mapping[str, str] | None = None, input: str | bytes | None = None,
-            timeout: float = 180, cwd: Path | None = None) -> subprocess.CompletedProcess:
+            timeout: float = 420, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run ``.venv/bin/<prog>`` as a user would; ``env`` entries override the (isolated) environment."""
     full_env = dict(os.environ)
     full_env.update(env or {})

@@ -44,7 +44,7 @@ def shared_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     base = tmp_path_factory.mktemp("shared")
     env = isolated_env(base)
     result = subprocess.run([str(BIN / "traindoc"), "index"], capture_output=True, text=True, env=env,
-                            stdin=subprocess.DEVNULL, cwd=ROOT, timeout=300, check=False)
+                            stdin=subprocess.DEVNULL, cwd=ROOT, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
     data = Path(env["TRAINDOC_DATA_DIR"])
     (data / "build-report.txt").write_text(result.stdout, encoding="utf-8")

@@ -215,12 +215,15 @@ def test_corrupted_index_is_reported_then_rebuilt(cli, index_copy):
 def test_concurrent_index_runs_serialise(tmp_path, shared_index, monkeypatch):
     data = tmp_path / "concurrent"
     monkeypatch.setenv("TRAINDOC_DATA_DIR", str(data))
+    # the second run waits for the first however long a loaded machine takes to build (the lock's wait is not tested
+    # here: test_index_refuses_while_another_run_holds_the_lock does that)
+    monkeypatch.setenv("TRAINDOC_LOCK_TIMEOUT", "900")
     procs = [
         subprocess.Popen([str(BIN / "traindoc"), "index"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
         for _ in range(2)
     ]
-    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    results = [(p.wait(timeout=900), *p.communicate()) for p in procs]
     for code, _, stderr in results:
         assert code == 0, stderr
         assert "Traceback" not in stderr
