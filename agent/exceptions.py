@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import PurePosixPath
+from typing import Any
 
 OWN_MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
 FRAME = re.compile(r'File "(?P<file>[^"\n]{1,400})", line (?P<line>\d{1,7})')
@@ -41,21 +42,24 @@ class Raised:
 
 
 @cache
+def _data() -> dict[str, Any]:
+    """data/exceptions.json, read once for the three tables below."""
+    return dict(json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8")))
+
+
+@cache
 def _third_party() -> frozenset[str]:
-    data = json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8"))
-    return frozenset(data["third_party"])
+    return frozenset(_data()["third_party"])
 
 
 @cache
 def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
-    data = json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8"))
-    return tuple((row["name"], re.compile(row["pattern"]), row["check"]) for row in data["exceptions"])
+    return tuple((row["name"], re.compile(row["pattern"]), row["check"]) for row in _data()["exceptions"])
 
 
 @cache
 def _own_kinds() -> dict[str, str]:
-    data = json.loads(resources.files("agent").joinpath("data/exceptions.json").read_text(encoding="utf-8"))
-    return {row["name"]: row["own_kind"] for row in data["exceptions"] if row.get("own_kind")}
+    return {row["name"]: row["own_kind"] for row in _data()["exceptions"] if row.get("own_kind")}
 
 
 def recognise(lines: Sequence[str]) -> Raised | None:

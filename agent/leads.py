@@ -125,10 +125,10 @@ def hang_stage(ev: LeadEvidence) -> Lead | None:
 
 
 def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
-    """A section answers, and retrieval is at least as sure of a runbook: the runbook's checked fixes lead it.
-    Not where no section answers (the answerability model was fitted on the documents; a runbook's broad words read
-    like many questions), nor where the answering section is recorded about no kind a runbook answers (a question
-    about training speed that reads like the DeepSpeed start-up runbook is answered by the tuning section)."""
+    """A section answers, and retrieval is at least as sure of a runbook: the runbook's checked fixes lead it. Where
+    no section answers, only a runbook retrieval is sure of on its own, with its kind's signal (``_alone``); never
+    where the answering section is recorded about no kind a runbook answers (a question about training speed that
+    reads like the DeepSpeed start-up runbook is answered by the tuning section)."""
     if ev.documents is None:
         return _alone(ev)
     if ev.best_section is not None and about_no_kind(*ev.best_section):
