@@ -43,8 +43,9 @@ test-llm: $(STAMP) $(LLM_STAMP)
 	$(VENV)/bin/python tests/llm_real/run_real.py --server-python $(LLM_VENV)/bin/python
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check common advice agent corpus tools jobs ui tests benchmarks
+	$(VENV)/bin/ruff check common advice agent corpus tools jobs ui evaluation scripts tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy scripts
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run_all.py

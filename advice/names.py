@@ -1,5 +1,5 @@
 """Every name an answer shows in a namespace upstream defines, looked up in the shipped registry
-(data/upstream_names.json, built by advice.upstream_build from NCCL, PyTorch, CUDA, DeepSpeed and vLLM sources):
+(data/upstream_names.json, built by scripts/upstream_build.py from NCCL, PyTorch, CUDA, DeepSpeed and vLLM sources):
 environment variables in an assignment, an ``export``, ``$NAME`` or ``os.environ``; the flags of a ``torchrun``,
 ``deepspeed`` or ``vllm serve`` command; the keys of a DeepSpeed JSON config. A name is known, deprecated (with
 its replacement, for the user's version where known), read by nothing upstream (``not_read``), unknown, a

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from common.language import Lang
 from common.textsafe import printable_json
 
 if TYPE_CHECKING:
     from jobs.diagnosis import JobDiagnosis
+
+
+RUNBOOK = re.compile(r"(?:^|/)runbooks/[a-z]{2}/[\w-]+\.md$")
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,17 @@ class Citation:
     title: str = ""  # the section's heading in the text shown (a rendering's); "" : the section path's last heading
     advice: tuple[Any, ...] = ()  # advice.review.Flag: what traindoc corrected or marked in ``text``
     notes: tuple[str, ...] = ()  # section-wide notes: whose advice it is, curated corrections
+
+    @property
+    def named(self) -> str:
+        """The cited section as a reader names it: its heading, then the document's title (or "traindoc runbook"),
+        never the file's hash-named name."""
+        path = [part.strip() for part in self.section.split(" > ") if part.strip()]
+        heading = self.title or (path[-1] if path else self.source.rsplit("/", 1)[-1])
+        if RUNBOOK.search(self.source):
+            return f"{heading} (traindoc runbook)"
+        document = path[0] if len(path) > 1 else ""
+        return f"{heading} — {document}" if document and document != heading else heading
 
     @property
     def cited_as(self) -> str:
@@ -64,6 +80,28 @@ class Answer:
     # The cause, where, the first fix and the confidence (an agent.summary.Verdict): set by ask() on every answer.
     verdict: Any = None
     lead: Any = None  # agent.leads.Lead: which runbook kind leads, the rule that decided and the words it rests on
+    lang: Lang = None  # type: ignore[assignment]  # the asker's language, decided once (agent.intake); None: the question's
+    brief: str = ""  # the answer people finish (agent.brief): what front ends show first; "" : ``answer`` is short
+
+    def __post_init__(self) -> None:
+        if self.lang is None:  # an answer built by hand (a test, a button's record): the question's language
+            from common.language import language_of
+
+            self.lang = language_of(self.question)
+
+    @property
+    def shown(self) -> str:
+        """What a front end shows by default: the brief where the whole answer is longer."""
+        return self.brief or self.answer
+
+    def sources(self, full: bool) -> list[Citation]:
+        """The sources a front end lists: every one with the whole answer; with the brief, those it cites."""
+        if full or self.shown == self.answer:
+            return list(self.citations)
+        from agent.brief import cited
+
+        numbers = set(cited(self.shown, [c.n for c in self.citations]))
+        return [c for c in self.citations if c.n in numbers]
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -72,13 +110,15 @@ class Answer:
         data.update(
             question=self.question,
             answer=self.answer,
+            brief=self.brief or self.answer,
             citations=[
                 {k: v for k, v in asdict(c).items() if k not in ("text", "title", "advice", "notes")}
-                | {"score": round(c.score, 4)} | ({"notes": list(c.notes)} if c.notes else {})
+                | {"score": round(c.score, 4), "named": c.named} | ({"notes": list(c.notes)} if c.notes else {})
                 for c in self.citations
             ],
             findings=[asdict(f) for f in self.findings],
             no_match=self.no_match,
+            language=self.lang,
             confidence=None if self.confidence is None else round(self.confidence, 3),
             backend=self.backend,
             timings_ms={k: round(v, 1) for k, v in self.timings_ms.items()},

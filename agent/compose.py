@@ -46,10 +46,6 @@ def _guidance() -> dict[str, Any]:
     return data
 
 
-def _say(key: str, lang: Lang, **values: Any) -> str:
-    return str(_guidance()["phrases"][lang][key]).format(**values)
-
-
 @cache
 def _part_heading() -> re.Pattern[str]:
     return re.compile(_guidance()["part_headings"], re.IGNORECASE)
@@ -184,16 +180,17 @@ def compose(
     lead: str | None = None,
     codes: Sequence[CodeMeaning] = (),
     lead_kind: str | None = None,
+    lang: Lang | None = None,
 ) -> str:
     """The answer's markdown. ``confidence``: that the first citation answers (retrieval's answerability);
     ``nearest``: when nothing answers, the closest sections, named as not answers."""
     parts: list[str] = []
-    lang = language_of(question)
+    lang = lang or language_of(question)  # the asker's, decided once (agent.intake); a caller may leave it to the text
     problems = [f for f in findings if f.status == "problem"]
     # Each finding once, under where it was seen: the machine (or the bundle's) apart from the logs it read.
     log_probes = set(_guidance()["log_probes"])
     parts.extend(_findings(say("probes_found", lang, source=probe_source), [f for f in problems if f.probe not in log_probes], lang))
-    parts.extend(_findings(_say("log_shows", lang), [f for f in problems if f.probe in log_probes], lang))
+    parts.extend(_findings(say("log_shows", lang), [f for f in problems if f.probe in log_probes], lang))
     led = lead is not None and bool(citations)
     if not led:
         parts.extend(codes_markdown(codes, lang))
@@ -218,7 +215,7 @@ def compose(
     heading = "documents_add" if verdict else "likely_cause"
     parts.append(f"### {say(heading, lang, title=_shown_title(top), n=top.n)}")
     if confidence is not None and confidence < float(_guidance()["weak_below"]):
-        parts.extend([_say("weak_match", lang, confidence=confidence), ""])
+        parts.extend([say("weak_match", lang, confidence=confidence), ""])
     # The top section and the parts of the same problem write-up (its subsections, its other parts):
     # its text is the diagnosis, its commands the fixes. Other sections are only named (See also).
     family = [top] + [c for c in citations[1:] if _same_problem(top.section, c.section)]
@@ -321,15 +318,29 @@ def _no_match(parts: list[str], recognised: list[str], confidence: float | None,
     what = f" ({', '.join(recognised)})" if recognised else ""
     lead = say("no_match", lang, what=what)
     if confidence is not None and nearest:
-        lead += " " + _say("no_match_confidence", lang, confidence=confidence)
+        lead += " " + say("no_match_confidence", lang, confidence=confidence)
     parts.extend([lead, ""])
     if nearest:
-        parts.append(f"### {_say('nearest_heading', lang)}")
-        parts.extend(_say("nearest_item", lang, source=c.source, title=_shown_title(c)) for c in nearest[:3])
+        parts.append(f"### {say('nearest_heading', lang)}")
+        parts.extend(say("nearest_item", lang, title=c.named) for c in nearest[:3])
         parts.append("")
-    parts.append(f"### {_say('collect_heading', lang)}")
+    parts.append(f"### {say('collect_heading', lang)}")
     parts.extend(f"- {item}" for item in what_to_collect(recognised, lang))
     return "\n".join(parts).strip()
 
 
 __all__ = ["codes_markdown", "compose", "what_to_collect"]
+
+
+def several_jobs_markdown(jobs: Sequence[Any], lang: Lang) -> str:
+    """Several training jobs run on this machine and none was picked: each (first PID, owner, command, secrets
+    masked) and how to pick one; the rest of the answer reads no job's stacks."""
+    from common.redaction import Redactor
+
+    redactor = Redactor()
+    lines = [f"### {say('several_jobs', lang, count=len(jobs))}", ""]
+    lines.extend(f"- PID {job.pid} ({job.user}): {code_span(redactor.redact(job.command))}" for job in jobs[:12])
+    first = jobs[0].pid if jobs else "<PID>"
+    lines.extend(["", say("several_jobs_pick", lang), "", "```bash", f'ask --pid {first} "<your question>"',
+                  f"traindoc hang --pid {first}", "```"])
+    return "\n".join(lines)

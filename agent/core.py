@@ -17,8 +17,8 @@ from typing import Any
 
 from advice.review import review
 from agent.answer import Answer, Citation
-from agent.compose import compose
-from agent.conversation import Context, context_note, follow_up_context
+from agent.compose import compose, several_jobs_markdown
+from agent.conversation import Context, context_note
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.exceptions import names_agree, recognise
 from agent.facts import Facts
@@ -45,7 +45,13 @@ class Question:
     bundle: Path | None = None  # diagnose from a `traindoc probe --json` bundle instead of this machine
     history: list[dict[str, Any]] = field(default_factory=list)  # earlier turns, oldest first (agent.conversation)
     job: JobDiagnosis | None = None  # the attached logs read as one job (agent.logs.read_logs)
-    follows: Context | None = None  # set by ask(): the earlier turn this question follows up on
+    follows: Context | None = None  # set by agent.intake: the earlier turn this question follows up on
+    lang: Lang | None = None  # the asker's language, decided once by agent.intake (None: not through it yet)
+    pid: int | None = None  # the job on this machine a live hang snapshot reads (several may run)
+
+    @property
+    def language(self) -> Lang:
+        return self.lang if self.lang is not None else language_of(self.text)
 
     def asked(self) -> str:
         """What the asker has said: a follow-up's words after those it follows up on (the first question, the
@@ -157,7 +163,7 @@ class Troubleshooter:
         lag, self._index_lag.value = getattr(self._index_lag, "value", None), None
         if lag is None:
             return
-        text = lag.notice(language_of(answer.question))
+        text = lag.notice(answer.lang)
         on_event(Notice(text))
         answer.notice = f"{answer.notice}; {text}" if answer.notice else text
 
@@ -197,19 +203,10 @@ class Troubleshooter:
     # -- the core ------------------------------------------------------------
     def ask(self, question: Question, *, mode: str = "hybrid", on_event: EventSink = ignore) -> Answer:
         """The one entry point of every front end. Events stream as the answer is made."""
-        question = in_context(question)
-        if question.job is None and not question.log_errors and not question.log_head:
-            from agent.logs import long_question  # a question past the cap is a pasted log, read as one
+        if question.lang is None:  # built by hand, not by agent.intake: read once, as the intake reads it
+            from agent.intake import prepare
 
-            if (pasted := long_question(question.text)) is not None:
-                asked, reading = pasted
-                question = replace(question, text=asked, log_head=reading.head, log_errors=reading.errors,
-                                   job=reading.diagnosis)
-        if question.job is None and not question.log_errors and not question.log_head and "\n" in question.text.strip():
-            from agent.logs import pasted_job  # only a question of several lines can hold a cascade
-
-            if (job := pasted_job(question.text)) is not None:  # a pasted cascade is read as the job it shows
-                question = replace(question, job=job)
+            question = prepare(question)
         if self.settings.backend != "offline" and mode == "hybrid":
             from agent.llm.failure import ModelFailure
             from agent.llm.modes import answer_with_llm
@@ -219,20 +216,25 @@ class Troubleshooter:
                                          agent=lambda: self._ask_model(question, on_event),
                                          explain=lambda: self._explain(question, on_event))
             except ModelFailure as exc:
-                notice = exc.notice(language_of(question.text))
+                notice = exc.notice(question.language)
                 log.debug("%s", notice)
                 on_event(Notice(notice))
                 answer = self._compose(exc.facts if exc.facts is not None else self._gather(question, mode, on_event))
                 answer.notice = notice
         else:
             answer = self._compose(self._gather(question, mode, on_event))
+        answer.lang = question.language  # decided once; every renderer speaks it
         if question.follows is not None:  # the asker sees what the answer was read with
-            answer.answer = context_note(question.follows, language_of(question.text)) + "\n\n" + answer.answer
+            answer.answer = context_note(question.follows, question.language) + "\n\n" + answer.answer
         self._note_index_lag(answer, on_event)
         if answer.verdict is None:  # what every front end's first line and last line say (agent.summary)
             from agent.summary import verdict_of
 
             answer.verdict = verdict_of(answer)
+        from agent.brief import brief
+
+        if answer.mode is None:  # traindoc's own answer (a model's is its own length, streamed as written)
+            answer.brief = brief(answer.answer, answer.lang, citations=len(answer.citations))
         on_event(FinalAnswer(answer))
         return answer
 
@@ -258,7 +260,7 @@ class Troubleshooter:
         facts = self._gather(question, "hybrid", on_event)
         if not explainable(facts):  # no section, no problem, no root cause: nothing a model could ground
             answer = self._compose(facts)
-            answer.notice = say("nothing_to_explain", language_of(question.text))
+            answer.notice = say("nothing_to_explain", question.language)
             return answer
         return explain(self.settings, facts, on_event, model=self._chat_model)
 
@@ -277,7 +279,7 @@ class Troubleshooter:
             for step, result in enumerate(diagnosis.results, 1):
                 on_event(StepStarted(step, result.probe, {}))
                 on_event(StepFinished(step, result.probe, f"{result.status}: {result.summary}"))
-        job = self._job_diagnosis(question, snapshot, timings, started)
+        job, several_jobs = self._job_diagnosis(question, snapshot, timings, started)
         t0 = time.perf_counter()
         boost = diagnosis.boost_text() if diagnosis is not None else ""
         quote = question.needs_a_quote()  # read once: it reads the question's error lines
@@ -286,7 +288,7 @@ class Troubleshooter:
         found = retriever.search(text, k=1, mode=mode, boost_text=boost,  # type: ignore[arg-type]
                                  require_quote=quote, among="runbooks")
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
-        lang = language_of(question.text)
+        lang = question.language
         shown = [retriever.shown(h.chunk, lang) for h in result.hits]  # a section in the asker's language
         citations = [
             Citation(n=i, source=s.source, section=h.chunk.section, chunk_id=s.chunk.chunk_id, score=h.score,
@@ -343,7 +345,7 @@ class Troubleshooter:
         return Facts(question, citations, findings, results, no_match,
                      result.recognised, question.log_errors or result.error_lines, job,
                      question.bundle.name if question.bundle else "", timings, started,
-                     confidence=confidence, nearest=nearest, runbook=runbook, lead=lead)
+                     confidence=confidence, nearest=nearest, runbook=runbook, lead=lead, several_jobs=several_jobs)
 
     @staticmethod
     def _machine_evidence(question: Question, job: JobDiagnosis | None, diagnosis: Any) -> list[str]:
@@ -358,7 +360,7 @@ class Troubleshooter:
     def _compose(self, facts: Facts) -> Answer:
         """The offline answer: traindoc's own words (in the question's language) around the quoted sections."""
         t0, question, job, timings = time.perf_counter(), facts.question, facts.job, facts.timings
-        lang = language_of(question.text)
+        lang = question.language
         source = say("bundle_machine", lang, name=facts.machine) if facts.machine else say("this_machine", lang)
         shown_errors = [] if job is not None and job.root_cause is not None else pasted_first(facts.errors)
         evidence = self._machine_evidence(question, job, None)  # the user's torch, the codes the input shows
@@ -376,18 +378,20 @@ class Troubleshooter:
         shown_codes = meanings(evidence)
         body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
                        source, confidence=facts.confidence, nearest=facts.nearest, lead=lead, codes=shown_codes,
-                       lead_kind=facts.runbook.kind if facts.runbook is not None else None)
+                       lead_kind=facts.runbook.kind if facts.runbook is not None else None, lang=lang)
         if job is not None and job.root_cause is not None:
             from jobs.render import demote_timeout_fixes, diagnosis_markdown
 
             fixes = body if lead is not None else demote_timeout_fixes(body, job, lang)
             body = diagnosis_markdown(job, lang) + "\n\n" + fixes
+        if facts.several_jobs:  # which job is the asker's is theirs to say: the answer names each and how to pick
+            body = several_jobs_markdown(facts.several_jobs, lang) + "\n\n" + body
         timings["compose"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - facts.started) * 1000
         answer = Answer(
             question=question.text, answer=body, citations=facts.citations, findings=facts.findings,
             no_match=facts.no_match, timings_ms=timings, error_lines=facts.errors, recognised=facts.recognised,
-            id=question.id, diagnosis=job, confidence=facts.confidence, lead=facts.lead,
+            id=question.id, diagnosis=job, confidence=facts.confidence, lead=facts.lead, lang=lang,
         )
         from agent.summary import finished
 
@@ -399,22 +403,28 @@ class Troubleshooter:
         job = question.job  # a log that stops (no failure, no timeout): the job may still hang here
         said = HANG_WORDS.search(question.text) or (job is not None and job.root_cause is not None and not job.symptoms
                                                      and job.root_cause.category in ("unknown", "rendezvous"))
-        if not (question.probes and question.bundle is None and said):
-            return None
+        if not (question.probes and question.bundle is None and (said or question.pid is not None)):
+            return None  # a picked job (--pid) is read whatever the question says
         from jobs.hang import snapshot_job
 
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hang")
-        future = pool.submit(snapshot_job, None, timeout_s=self.settings.probe_timeout_s)
+        future = pool.submit(snapshot_job, question.pid, timeout_s=self.settings.probe_timeout_s)
         pool.shutdown(wait=False)
         return future
 
     def _job_diagnosis(self, question: Question, snapshot: Future | None, timings: dict[str, float],  # type: ignore[type-arg]
-                       started: float) -> JobDiagnosis | None:
-        """The live snapshot leads when the logs could not name a cause; otherwise the log triage."""
-        live = None
+                       started: float) -> tuple[JobDiagnosis | None, tuple[Any, ...]]:
+        """(the job, the jobs to pick from): the live snapshot leads when the logs could not name a cause, otherwise
+        the log triage; where several jobs run here and none was picked, the answer lists them (jobs.procs)."""
+        from jobs.procs import SeveralJobs
+
+        live: JobDiagnosis | None = None
+        several: tuple[Any, ...] = ()
         if snapshot is not None:
             try:
                 live = snapshot.result()
+            except SeveralJobs as exc:  # a shared machine: which job is the asker's is theirs to say
+                several = exc.jobs
             except TraindocError as exc:  # e.g. ptrace not permitted: said once, the answer goes on
                 log.warning("hang snapshot: %s", exc)
             except Exception as exc:  # a snapshot that breaks must not cost the user the answer
@@ -423,8 +433,8 @@ class Troubleshooter:
         logged = question.job
         if live is not None and (logged is None or logged.root_cause is None
                                  or logged.root_cause.category in ("unknown", "rendezvous")):
-            return live
-        return logged
+            return live, several
+        return logged, several
 
     def _start_probes(self, question: Question, text: str) -> Future | None:  # type: ignore[type-arg]
         """Probes run in the background while the index loads."""
@@ -440,32 +450,6 @@ class Troubleshooter:
         future = pool.submit(diagnose, request)
         pool.shutdown(wait=False)
         return future
-
-
-def in_context(question: Question) -> Question:
-    """The question as the conversation makes it (agent.conversation decides): a follow-up inherits the earlier
-    turn's log (re-read when its files are still there, for the whole job's triage) and is searched with the
-    earlier question and diagnosis; a new question starts fresh, without the earlier turns."""
-    if question.follows is not None or not question.history:
-        return question
-    context = follow_up_context(question.text, question.history, has_own_log=question.has_own_log())
-    if context is None:
-        return replace(question, history=[])
-    job, paths = None, tuple(Path(p) for p in context.log_paths if Path(p).is_file())
-    if paths:
-        from agent.logs import read_logs
-
-        try:
-            job = read_logs(paths, question=context.question).diagnosis
-        except TraindocError as exc:  # the file went away or changed: its lines in the history still serve
-            log.debug("re-reading the earlier log: %s", exc)
-            paths = ()
-    elif not context.has_log and "\n" in context.question.strip():
-        from agent.logs import pasted_job
-
-        job = pasted_job(context.question)  # the earlier question was a pasted cascade
-    return replace(question, follows=context, log_head=context.log_head, log_errors=list(context.log_errors),
-                   log_paths=paths, job=job)
 
 
 def _explaining(diagnosis: Any, question: str) -> list[Any]:

@@ -30,3 +30,4 @@ class Facts:
     nearest: list[Citation] = field(default_factory=list)  # no_match: the closest sections, not answers
     runbook: Any = None  # runbooks.catalog.Runbook that leads the answer (agent.lead), in the asker's language
     lead: Any = None  # agent.leads.Lead: why that runbook leads
+    several_jobs: tuple[Any, ...] = ()  # jobs.procs.JobListing: the jobs of this machine, none picked (ask --pid)

@@ -16,6 +16,7 @@ from agent.answer import Citation
 from agent.leads import CHOSEN_CONFIDENCE, Lead, LeadEvidence, Retrieved, decide
 from agent.stated import Setup
 from common.language import Lang, say
+from common.textsafe import clip_words
 from corpus.kinds import about_other_kinds, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from jobs.render import worsening
@@ -147,9 +148,9 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
 
 
 def _short(line: str, most: int = 160) -> str:
-    """A quoted line on one line, cut at ``most`` characters, with no backtick to break its code span."""
-    flat = " ".join(line.replace("`", "'").split())
-    return flat if len(flat) <= most else flat[: most - 1] + "…"
+    """A quoted line on one line, cut at a word within ``most`` characters (never mid-word or mid-number), with no
+    backtick to break its code span."""
+    return clip_words(line.replace("`", "'"), most)
 
 
 def _rank_named(item: Item, rank: int, lang: Lang, then: Callable[[Item], str | None] | None) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.exceptions import recognise
-from common.language import Lang, language_of, say
+from common.language import Lang, say
 from common.textsafe import cells, clip_words, code_span, fence, flanking_safe, segments, strong
 from runbooks.catalog import SOURCE
 
@@ -43,6 +43,7 @@ class Verdict:
     confidence: float | None = None
     basis: str = ""  # what the confidence rests on, in the answer's language
     next_step: str = ""  # no fix: what to collect next
+    proven: bool = False  # the cause rests on evidence (the logs, a probe, the pasted message), not a document's match
 
     @property
     def fix_line(self) -> str:
@@ -54,13 +55,8 @@ class Verdict:
 
     def to_json(self) -> dict[str, object]:
         return {"cause": self.cause, "where": self.where, "fix": self.fix_code or self.fix_text,
-                "confidence": None if self.confidence is None else round(self.confidence, 3)}
-
-
-def _guidance_say(key: str, lang: Lang, **values: object) -> str:
-    from agent.compose import _say
-
-    return _say(key, lang, **values)
+                "confidence": None if self.confidence is None else round(self.confidence, 3),
+                "basis": "evidence" if self.proven else "match"}
 
 
 def _headings(key: str) -> set[str]:
@@ -134,7 +130,7 @@ def _command_in(text: str) -> str:
 
 
 def _next_step(markdown: str) -> str:
-    section = _section(markdown, {_guidance_say("collect_heading", lang) for lang in ("en", "zh")})  # type: ignore[arg-type]
+    section = _section(markdown, {say("collect_heading", lang) for lang in ("en", "zh")})  # type: ignore[arg-type]
     return next((line[2:].strip() for line in section.split("\n") if line.startswith("- ")), "")
 
 
@@ -156,7 +152,7 @@ def _where(answer: Answer, lang: Lang) -> str:
     if root.rank is not None:
         parts.append(say("rank", lang, rank=root.rank))
     if root.host:
-        parts.append(_guidance_say("host", lang, host=root.host))
+        parts.append(say("host", lang, host=root.host))
     if root.where:
         parts.append(code_span(root.where))
     return ("，" if lang == "zh" else ", ").join(parts)
@@ -169,7 +165,7 @@ def _shown_title(answer: Answer) -> str:
 
 def verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
     """What the answer concludes: from a probe's measured problem, the job's root cause, or the documents."""
-    lang = language_of(answer.question)
+    lang = answer.lang
     text = answer.answer if markdown is None else markdown
     sentence, code = first_fix(text)
     root = answer.diagnosis.root_cause if answer.diagnosis is not None else None
@@ -179,85 +175,101 @@ def verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
     if measured is not None:  # what a probe measured is the verdict, and its own fix comes first
         command = _command_in(measured.fix)
         return Verdict(clip_words(measured.summary, CAUSE_CHARS), "", measured.fix if command else sentence or measured.fix,
-                       command or code, answer.confidence, _guidance_say("from_probe", lang))
+                       command or code, answer.confidence, say("from_probe", lang), proven=True)
     if root is not None and root.category != "unknown" and answer.citations and not answer.no_match:
         return Verdict(_shown_title(answer), _where(answer, lang), sentence, code, root.confidence,
-                       _guidance_say("from_log", lang))
+                       say("from_log", lang), proven=True)
     if root is not None:
         summary = answer.diagnosis.wording.get(lang, {}).get("root") if answer.diagnosis is not None else None
         return Verdict(clip_words(summary or root.summary, CAUSE_CHARS), _where(answer, lang), sentence, code,
                        root.confidence if root.category != "unknown" else None,
-                       _guidance_say("from_log", lang) if root.category != "unknown" else "",
-                       "" if code else clip_words(_job_next(answer, lang) or _next_step(text), CAUSE_CHARS))
+                       say("from_log", lang) if root.category != "unknown" else "",
+                       "" if code else clip_words(_job_next(answer, lang) or _next_step(text), CAUSE_CHARS),
+                       proven=root.category != "unknown")
     if answer.citations and not answer.no_match:
         basis = say(f"lead_basis_{answer.lead.rule}", lang) if answer.lead is not None and answer.lead.rule != "diagnosis" \
-            else _guidance_say("documents_match", lang)  # what the lead rests on (agent.leads)
-        return Verdict(_shown_title(answer), "", sentence, code, answer.confidence, basis)
+            else say("documents_match", lang)  # what the lead rests on (agent.leads)
+        proven = answer.lead is not None and bool(getattr(answer.lead, "established", False))
+        return Verdict(_shown_title(answer), "", sentence, code, answer.confidence, basis, proven=proven)
     if not text.strip():
         return None
     if (raised := recognise([*answer.error_lines, *answer.question.splitlines()])) is not None:
         # nothing answers a generic exception: the verdict is what it means, where it was raised, its first check
         return Verdict(say(f"exc_{raised.name}", lang, thing=raised.thing), code_span(raised.place) if raised.place else "",
                        say("exc_first_check", lang), raised.check, None, say("exc_no_runbook", lang))
-    cause = _guidance_say("no_cause", lang) + (f" ({', '.join(answer.recognised)})" if answer.recognised else "")
+    cause = say("no_cause", lang) + (f" ({', '.join(answer.recognised)})" if answer.recognised else "")
     return Verdict(cause, next_step=clip_words(_next_step(text), CAUSE_CHARS))
 
 
 def _label(key: str, lang: Lang) -> str:
-    return strong(_guidance_say(key, lang)) + ("：" if lang == "zh" else ": ")
+    return strong(say(key, lang)) + ("：" if lang == "zh" else ": ")
 
 
 def verdict_markdown(verdict: Verdict, lang: Lang) -> str:
     """The block an answer starts with: a short list, then the first fix's command in a code block."""
-    lines = [f"### {_guidance_say('verdict_heading', lang)}", "", f"- {_label('cause', lang)}{verdict.cause}"]
+    lines = [f"### {say('verdict_heading', lang)}", "", f"- {_label('cause', lang)}{verdict.cause}"]
     if verdict.where:
         lines.append(f"- {_label('where', lang)}{verdict.where}")
-    if verdict.confidence is not None:
+    # One scale, said for what it is: evidence (what the logs, a probe or the pasted message prove) has no number; a
+    # document's match has its calibrated chance of answering.
+    if verdict.proven and verdict.basis:
+        lines.append(f"- {_label('evidence', lang)}{verdict.basis}")
+    elif verdict.confidence is not None:
         basis = (f"（{verdict.basis}）" if lang == "zh" else f" ({verdict.basis})") if verdict.basis else ""
-        lines.append(f"- {_label('confidence', lang)}{verdict.confidence:.2f}{basis}")
+        lines.append(f"- {_label('match', lang)}{say('match_meaning', lang, confidence=verdict.confidence)}{basis}")
     elif verdict.basis:
-        lines.append(f"- {_label('confidence', lang)}{verdict.basis}")
+        lines.append(f"- {_label('evidence', lang)}{verdict.basis}")
     if verdict.fix_text or verdict.fix_code:
         lines.append(f"- {_label('first_fix', lang)}{clip_words(verdict.fix_text, FIX_TEXT_CHARS)}".rstrip())
     elif verdict.next_step:
         lines.append(f"- {_label('next_step', lang)}{verdict.next_step}")
     if verdict.fix_code:
         code = verdict.fix_code.split("\n")
-        shown = code[:FIX_LINES] + ([f"# … {_guidance_say('see_below', lang)}"] if len(code) > FIX_LINES else [])
+        shown = code[:FIX_LINES] + ([f"# … {say('see_below', lang)}"] if len(code) > FIX_LINES else [])
         lines.extend(["", fence(shown, "bash")])
     return "\n".join(lines)
 
 
 def summary_line(verdict: Verdict, lang: Lang, width: int = 80) -> str:
-    """One line: the cause (clipped at a word to leave room) and the first fix's command (never clipped)."""
-    tail = _guidance_say("summary_fix", lang, fix=verdict.fix_line) if verdict.fix_line else ""
+    """One line: the cause (clipped at a word to leave room) and the first fix's command (never clipped). Where the
+    command leaves the cause too little room, the command goes on a line of its own: a terminal never wraps the
+    line mid-word."""
+    tail = say("summary_fix", lang, fix=verdict.fix_line) if verdict.fix_line else ""
     words, key = (verdict.fix_text, "first_fix") if verdict.fix_text else (verdict.next_step, "next_step")
     if not tail and words:  # a fix or a next step in words: it may be clipped (a command may not)
-        label = f" · {_guidance_say(key, lang)}{'：' if lang == 'zh' else ': '}"
-        room_left = width - cells(_guidance_say("summary", lang, cause=verdict.cause)) - cells(label)
+        label = f" · {say(key, lang)}{'：' if lang == 'zh' else ': '}"
+        room_left = width - cells(say("summary", lang, cause=verdict.cause)) - cells(label)
         command = INLINE_CODE.match(words)
         tail = label + (command.group(1) if command else clip_words(words, max(MIN_CAUSE_CHARS, room_left)))
-    head = _guidance_say("summary", lang, cause="")
+    head = say("summary", lang, cause="")
     room = max(MIN_CAUSE_CHARS, width - cells(head) - cells(tail) - 1)
     cause = CITED.sub("", verdict.cause)
     if cells(cause) > room:  # a parenthesis (the variables, the exception class) is the first thing to go
         cause = PARENTHESIS.sub("", cause).strip() or cause
+    if tail and cells(head) + MIN_CAUSE_CHARS + cells(tail) > width:  # two lines: the cause, then the fix
+        return _fit(head, cause, width) + "\n" + " " * cells(head) + tail.lstrip(" ·")
+    return _fit(head, cause, room + cells(head)) + tail
+
+
+def _fit(head: str, cause: str, width: int) -> str:
+    """``head`` and ``cause`` clipped at a word to ``width`` columns (CJK characters take two)."""
+    room = max(8, width - cells(head))
     limit = room
-    while limit > 8 and cells(clip_words(cause, limit)) > room:  # CJK characters take two columns
+    while limit > 8 and cells(clip_words(cause, limit)) > room:
         limit -= max(1, (cells(clip_words(cause, limit)) - room) // 2)
-    return head + clip_words(cause, limit) + tail
+    return head + clip_words(cause, limit)
 
 
 def finished(answer: Answer) -> str:
     """The answer's markdown as every front end shows it: the verdict first; what the log shows said once (by the
     job's diagnosis when there is one, not again as findings); emphasis written so CommonMark renders it."""
-    lang = language_of(answer.question)
-    heading = f"### {_guidance_say('verdict_heading', lang)}"
+    lang = answer.lang
+    heading = f"### {say('verdict_heading', lang)}"
     body = answer.answer
     if heading in body.split("\n")[:LEAD_LINES] or not body.strip():  # already led (a note may stand above it)
         return flanking_safe(body)
     if answer.diagnosis is not None and answer.diagnosis.root_cause is not None:
-        body = drop_section(body, _guidance_say("log_shows", lang))
+        body = drop_section(body, say("log_shows", lang))
     verdict = verdict_of(answer, body)
     if verdict is None:
         return flanking_safe(body)

@@ -1,14 +1,18 @@
-"""The question's language, and traindoc's own words in it (headings, the cause line, notices).
+"""The question's language, and traindoc's own words in it (headings, the cause line, notices, a job's verdict).
 
 Quoted document text stays as written; only the words traindoc adds around it follow the question.
-The phrases live in ``common/data/phrases.json`` (one table per language); they sit below every
-package so that the job renderer (jobs/) and the composer (agent/) share them.
+Every sentence traindoc says is a key of one phrase book, with each language beside it: the tables of
+``common/data/phrases.json`` (one per language) and the files of ``common/data/phrases/`` (one per area,
+``{key: {"en": ..., "zh": ...}}``). They sit below every package so that the job reader (jobs/), the
+composer (agent/) and the front ends (ui/) share them. A key missing a language, or kept in two places,
+fails when the book is read.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -53,17 +57,50 @@ def language_of(text: str) -> Lang:
     return "zh" if chinese_words / (chinese_words + words) >= ZH_SHARE else "en"
 
 
+PHRASES = "phrases.json"  # {lang: {key: text}}
+PHRASE_BOOK = "phrases"  # files of {key: {lang: text}}
+
+
+def phrase_books() -> list[tuple[str, dict[str, Any]]]:
+    """(name, {key: {lang: text}}) of every file of the phrase book, ``phrases.json`` turned key-major."""
+    data = resources.files("common").joinpath("data")
+    by_lang: dict[str, dict[str, str]] = json.loads(data.joinpath(PHRASES).read_text(encoding="utf-8"))
+    keys = dict.fromkeys(key for table in by_lang.values() for key in table)
+    books = [(PHRASES, {key: {lang: table[key] for lang, table in by_lang.items() if key in table} for key in keys})]
+    files = sorted((f for f in data.joinpath(PHRASE_BOOK).iterdir() if f.name.endswith(".json")), key=lambda f: f.name)
+    books += [(f"{PHRASE_BOOK}/{f.name}", json.loads(f.read_text(encoding="utf-8"))) for f in files]
+    return books
+
+
+def merge_books(books: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[Lang, dict[str, str]]:
+    """One table per language from ``books``; a key that lacks a language (or has one traindoc does not speak), or
+    that two books hold, raises ValueError."""
+    tables: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
+    held: dict[str, str] = {}
+    for name, book in books:
+        for key, said in book.items():
+            if key in held:
+                raise ValueError(f"common/data/{name}: phrase {key!r} is also in common/data/{held[key]}")
+            held[key] = name
+            if not isinstance(said, Mapping) or sorted(said) != sorted(LANGS) or \
+                    not all(isinstance(text, str) for text in said.values()):
+                raise ValueError(f"common/data/{name}: phrase {key!r} needs a text in each of {', '.join(LANGS)}: {said!r}")
+            for lang in LANGS:
+                tables[lang][key] = said[lang]
+    return tables
+
+
 @cache
-def _table() -> dict[str, dict[str, str]]:
-    data: dict[str, dict[str, str]] = json.loads(
-        resources.files("common").joinpath("data/phrases.json").read_text(encoding="utf-8"))
-    missing = {lang: sorted(set(data["en"]) - set(data[lang])) for lang in LANGS}
-    if any(missing.values()):
-        raise ValueError(f"common/data/phrases.json: phrases missing: {missing}")
-    return data
+def _table() -> dict[Lang, dict[str, str]]:
+    return merge_books(phrase_books())
+
+
+def template(key: str, lang: Lang = "en") -> str:
+    """The phrase ``key`` in ``lang`` with its ``{name}`` fields unfilled."""
+    return _table()[lang if lang in LANGS else "en"][key]
 
 
 def say(key: str, lang: Lang = "en", **values: Any) -> str:
     """The phrase ``key`` in ``lang``, with ``{name}`` fields filled from ``values``."""
-    phrase = _table()[lang if lang in LANGS else "en"][key]
+    phrase = template(key, lang)
     return phrase.format(**values) if values else phrase

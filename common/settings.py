@@ -153,6 +153,7 @@ class Settings:
     web_auth: str | None = field(default=None, repr=False)  # user:password
     web_max_upload_mb: float = 50.0
     web_history_days: float = 30.0  # the web chat's conversations are kept this long; 0 keeps none
+    web_probes: bool = False  # TRAINDOC_WEB_PROBES=host: also probe the server's own host (its GPUs, its jobs)
     slack_bot_token: str | None = field(default=None, repr=False)
     slack_app_token: str | None = field(default=None, repr=False)
     slack_signing_secret: str | None = field(default=None, repr=False)
@@ -209,6 +210,7 @@ def _front_ends(env: Mapping[str, str], base: Settings) -> dict[str, Any]:
         "max_log_gb": max_log_gb(env),
         "feedback_db": Path(env["TRAINDOC_FEEDBACK_DB"]).expanduser() if env.get("TRAINDOC_FEEDBACK_DB") else None,
         "web_auth": env.get("TRAINDOC_WEB_AUTH") or None,
+        "web_probes": _choice(env, "TRAINDOC_WEB_PROBES", ("", "host")) == "host",
         "web_max_upload_mb": _megabytes(env, "TRAINDOC_WEB_MAX_UPLOAD_MB", base.web_max_upload_mb),
         "web_history_days": _days(env, "TRAINDOC_WEB_HISTORY_DAYS", base.web_history_days),
         "slack_bot_token": env.get("SLACK_BOT_TOKEN") or None,
@@ -236,6 +238,7 @@ ENVIRONMENT: dict[str, str] = {
     "TRAINDOC_MAX_LOG_GB": "max_log_gb",
     "TRAINDOC_FEEDBACK_DB": "feedback_db", "TRAINDOC_WEB_AUTH": "web_auth",
     "TRAINDOC_WEB_MAX_UPLOAD_MB": "web_max_upload_mb", "TRAINDOC_WEB_HISTORY_DAYS": "web_history_days",
+    "TRAINDOC_WEB_PROBES": "web_probes",
     "SLACK_BOT_TOKEN": "slack_bot_token",
     "SLACK_APP_TOKEN": "slack_app_token", "SLACK_SIGNING_SECRET": "slack_signing_secret",
     "SLACK_API_URL": "slack_api_url", "TRAINDOC_SLACK_CHANNELS": "slack_channels", "TRAINDOC_SLACK_RATE": "slack_rate",

@@ -21,7 +21,7 @@ A logistic model (``AnswerabilityModel``) turns them into a probability that the
 threshold on it into the decision; the confidence the answer states is that probability recalibrated
 (``calibration``, fitted on held-out cases: how often an answer with this probability cited a right section
 first). Its weights live in data/answerability.json, one model per embedding model, fitted by
-``python -m agent.crossval --fit`` and measured by ``traindoc eval --cv``; every feature is relative to the
+``python -m evaluation.crossval --fit`` and measured by ``traindoc eval --cv``; every feature is relative to the
 knowledge base, so the same weights serve a user's own runbooks.
 """
 
@@ -44,7 +44,7 @@ from corpus.lexical import DocumentStatistics, tokenize
 FEATURES = ("ident_oov", "word_oov", "unknown", "error_cover", "quoted_error", "dense", "dense_margin", "agreement",
             "family", "platform")
 # The direction each piece of evidence may push: what the knowledge base lacks counts against, what the
-# section shares counts for. A fit that gives one the other sign is explaining noise (see agent.crossval).
+# section shares counts for. A fit that gives one the other sign is explaining noise (see evaluation.crossval).
 SIGNS = {"ident_oov": -1, "word_oov": -1, "unknown": -1, "error_cover": 1, "quoted_error": 1, "dense": 1, "dense_margin": 1,
          "agreement": 1, "family": 1, "platform": 1}
 

@@ -1,18 +1,21 @@
-"""A hang diagnosis's sentences in Chinese, for an answer given in Chinese. The English sentences are the
-diagnosis's own text (its JSON fields, a model's tool result, an English answer), built in ``jobs.stacks`` and
-``jobs.hang``; these say the same things from the same groups and findings, beside them. Function names,
-file:line, commands and environment variables stay as they are; an error message quoted from py-spy or a
-server stays as printed. Terms follow ``jobs.wording``: rank, 集合通信, 等待, rendezvous, kernel.
+"""A hang diagnosis's sentences, from the phrase book (``common/data/phrases/hang.json``): in Chinese unless asked
+otherwise, for ``jobs.stacks``, ``jobs.hang`` and ``jobs.flight_recorder`` write their English themselves (the same
+keys hold it, and a test holds the two alike). Function names, file:line, commands and environment variables stay
+as they are; an error message quoted from py-spy or a server stays as printed.
+
+A place's label and a snapshot's source arrive as those modules wrote them, in English: each is matched against
+the English of its phrase, in the order of ``LABELS`` and ``SOURCES``, and said again from the fields it carries.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from jobs import stack_hints as english
+from common.language import Lang, say, template
 from jobs.diagnosis import span
 from jobs.wording import rank_names
 
@@ -21,158 +24,177 @@ if TYPE_CHECKING:
     from jobs.flight_recorder import FrFinding
     from jobs.places import Place, StackGroup
 
+# The place labels jobs.stacks.locate and jobs.framework_waits write (phrase keys), in the order they are tried: the
+# first whose English matches the whole label says it. A label none matches is a name (dist.barrier, load_shard) or
+# a quoted error, and stays as it is.
+LABELS = (
+    "hang.label.backward_waits",
+    "hang.label.all_reduce_in_backward",
+    "hang.label.all_reduce",
+    "hang.label.a_collective_in_backward",
+    "hang.label.a_collective",
+    "hang.label.collective_in_backward",
+    "hang.label.collective",
+    "hang.label.cuda_sync",
+    "hang.label.rendezvous",
+    "hang.label.no_frame",
+    "hang.label.framework_call",  # FSDP's dist.all_gather_single
+)
+LABELS_AT = {  # a label that already ends in an aside takes the user's file:line inside it
+    "hang.label.backward_waits": "hang.label.backward_waits.at",
+    "hang.label.cuda_sync": "hang.label.cuda_sync.at",
+}
+# Where a snapshot came from, and which job (jobs.hang, jobs.procs).
+SOURCES = ("hang.source.pyspy", "hang.source.debug_server", "hang.source.flight_recorder", "hang.source.ranks_behind",
+           "hang.source.ranks_of")
+FIELD_SHAPES = {"launcher": r"\S+", "call": r"\S+", "count": r"\d+"}  # a field not named here is any text
+HINTS = ("hang.hint.fr", "hang.hint.nccl", "hang.hint.detail", "hang.hint.native", "hang.hint.nodes",
+         "hang.hint.same_launch", "hang.hint.endpoint_reachable")  # jobs.stack_hints, in the phrase book
+
+# The Chinese of the sentences jobs.stacks and jobs.hang add as they are.
+P2P_DEADLOCK = say("hang.p2p_deadlock", "zh")
+EVERY_RANK_ON_ITS_GPU = say("hang.every_rank_on_its_gpu", "zh")
+BACKWARD_UNDECIDED = say("hang.backward_undecided", "zh")
+SAME_COLLECTIVE = say("hang.same_collective", "zh")
+UNREADABLE_MAY_BE_IT = say("hang.unreadable_may_be_it", "zh")
+NO_COLLECTIVE = say("hang.no_collective", "zh")
+FR_HINT = say("hang.hint.fr", "zh")
+DETAIL_HINT = say("hang.hint.detail", "zh")
+JOB_LOG = say("hang.hint.job_log", "zh")
+MISSING_RANK_SNAPSHOT = say("hang.hint.missing_rank", "zh")
+
+
 # -- where a group is --------------------------------------------------------------------------------------------
 
-# The place labels jobs.stacks.locate and jobs.framework_waits write, in the order they are tried: the first
-# pattern that matches the whole label says it. A label none matches is a name (dist.barrier, load_shard) or a
-# quoted error, and stays as it is.
-LABELS = (
-    (r"backward, where (.+)'s gradient all-reduce waits", "backward（{0} 的梯度 all-reduce 在其中等待）"),
-    (r"(.+)'s gradient all-reduce in backward", "backward 中 {0} 的梯度 all-reduce"),
-    (r"(.+)'s gradient all-reduce", "{0} 的梯度 all-reduce"),
-    (r"a collective in backward", "backward 中的集合通信"),
-    (r"a collective", "集合通信"),
-    (r"(.+)'s collective in backward", "backward 中 {0} 的集合通信"),
-    (r"(.+)'s collective", "{0} 的集合通信"),
-    (r"a CUDA synchronisation \(waiting on the GPU\)", "CUDA 同步（等待 GPU）"),
-    (r"(\S+) waits for its rendezvous", "{0} 在等待 rendezvous"),
-    (r"no Python frame", "没有 Python 栈帧"),
-    (r"(.+)'s (\S+)", "{0} 的 {1}"),  # FSDP's dist.all_gather_single
-)
+@cache
+def _pattern(key: str) -> re.Pattern[str]:
+    """The English of ``key`` as a pattern that matches a text it was said as, a group per field."""
+    parts = [re.escape(literal) + (f"(?P<{name}>{FIELD_SHAPES.get(name, '.+')})" if name else "")
+             for literal, name, _, _ in string.Formatter().parse(template(key, "en"))]
+    return re.compile("".join(parts))
 
 
-def _translated(table: Sequence[tuple[str, str]], text: str) -> str:
-    """The Chinese of the first (pattern, template) row whose pattern matches all of ``text``, else the text."""
-    for pattern, chinese in table:
-        found = re.fullmatch(pattern, text)
+def _read_back(keys: Sequence[str], text: str) -> tuple[str, dict[str, str]] | None:
+    """The first of ``keys`` whose English ``text`` is, with the fields it was said with."""
+    for key in keys:
+        found = _pattern(key).fullmatch(text)
         if found:
-            return chinese.format(*found.groups())
-    return text
+            return key, found.groupdict()
+    return None
 
 
-def label(text: str) -> str:
-    return _translated(LABELS, text)
+def _said_again(keys: Sequence[str], text: str, lang: Lang) -> str:
+    found = _read_back(keys, text)
+    return say(found[0], lang, **found[1]) if found else text
 
 
-def place(where: Place) -> str:
-    """``Place.text()`` in Chinese."""
+def label(text: str, lang: Lang = "zh") -> str:
+    return _said_again(LABELS, text, lang)
+
+
+def source(text: str, lang: Lang = "zh") -> str:
+    """Where a snapshot came from, and which job (jobs.hang, jobs.procs)."""
+    return _said_again(SOURCES, text, lang)
+
+
+def _label_at(text: str, where: str, lang: Lang) -> str:
+    """A label with the user's file:line: "dist.barrier (train.py:77)"."""
+    found = _read_back(LABELS, text)
+    if found is not None and found[0] in LABELS_AT:
+        return say(LABELS_AT[found[0]], lang, where=where, **found[1])
+    return say("hang.place.at", lang, label=say(found[0], lang, **found[1]) if found else text, where=where)
+
+
+def place(where: Place, lang: Lang = "zh") -> str:
+    """``Place.text()``."""
     if where.kind == "unreadable":
-        return label(where.label)
+        return label(where.label, lang)
     if where.kind in ("collective", "rendezvous", "device"):
-        said = label(where.label)
-        if where.user is None:
-            return f"{said}，位于 {where.inner.text()}" if where.inner else said
-        if said.endswith("）"):  # "CUDA 同步（等待 GPU，train.py:19）", not two brackets in a row
-            return f"{said[:-1]}，{where.user.where}）"
-        return f"{said}（{where.user.where}）"
+        if where.user is not None:
+            return _label_at(where.label, where.user.where, lang)
+        said = label(where.label, lang)
+        return say("hang.place.in", lang, label=said, inner=where.inner.text()) if where.inner else said
     if where.user is None:
         return where.inner.text() if where.inner else "?"
-    text = f"{where.user.function}（{where.user.where}）"
+    text = say("hang.place.function", lang, function=where.user.function, where=where.user.where)
     if where.inner is not None and where.inner != where.user:
-        text += f"，当前在 {where.inner.text()} 内"
+        text += say("hang.place.inside", lang, inner=where.inner.text())
     return text
 
 
-def phrase(group: StackGroup) -> str:
-    """``jobs.stacks._phrase`` in Chinese: "rank 0 和 2 在 dist.barrier（train.py:77）中等待"."""
-    who = rank_names(group.ranks)
+def phrase(group: StackGroup, lang: Lang = "zh") -> str:
+    """``jobs.stacks._phrase``: "ranks 0 and 2 wait in dist.barrier (train.py:77)"."""
+    who = rank_names(group.ranks, lang)
+    many = len(group.ranks) > 1
     if group.place.kind == "unreadable":
-        return f"{who}：未能读取栈（{label(group.place.label)}）"
+        return say("hang.group.unreadable", lang, who=who, label=label(group.place.label, lang))
+    said = place(group.place, lang)
     if group.place.kind == "elsewhere":
-        return f"{who} 正在执行 {place(group.place)}"
-    return f"{who} 在 {_spaced(place(group.place))}中等待"
+        return say("hang.group.elsewhere", lang, who=who, place=said, are=say("hang.are" if many else "hang.is", lang))
+    return say("hang.group.waits", lang, who=who, place=said, gap=_gap(said),
+               wait=say("hang.wait" if many else "hang.waits", lang))
 
 
-def _spaced(text: str) -> str:
-    """``text`` and the space Chinese text sets after a Latin word (none after a Chinese character or bracket)."""
-    return text + " " if text[-1:].isascii() else text
+def _gap(text: str) -> str:
+    """The space Chinese text sets after a Latin word (none after a Chinese character or bracket)."""
+    return " " if text[-1:].isascii() else ""
 
 
-def summary(groups: Sequence[StackGroup]) -> str:
-    return "；".join(phrase(g) for g in groups)
+def summary(groups: Sequence[StackGroup], lang: Lang = "zh") -> str:
+    return say("jobs.clause_sep", lang).join(phrase(g, lang) for g in groups)
 
 
 # -- what the verdicts add to the summary -------------------------------------------------------------------------
 
-def rendezvous_missing(world_size: int | None, missing: Sequence[int]) -> str:
-    return f"；WORLD_SIZE 为 {world_size}，但 rank {span(missing)} 不在这里：它们须从其他节点加入"
+def rendezvous_missing(world_size: int | None, missing: Sequence[int], lang: Lang = "zh") -> str:
+    return say("hang.rendezvous_missing", lang, world_size=world_size, missing=span(missing))
 
 
-def remote(count: int) -> str:
-    return f"；其余 {count} 个 rank 在其他节点上运行：其中某个可能不在这个集合通信里"
-
-
-P2P_DEADLOCK = ("：每个 rank 都在同一个点对点调用中等待：每个 rank 等待的对端自己也在等待，这是发送与接收顺序上的死锁（双方都先接收），"
-                "不是网络故障")
-EVERY_RANK_ON_ITS_GPU = ("：每个 rank 都在等待自己的 GPU（CUDA 同步）；这可能是它自己的长 kernel，也可能是 NCCL 在 GPU 上执行、"
-                         "而某个对端尚未加入的集合通信，仅凭 Python 栈帧无法区分")
-BACKWARD_UNDECIDED = ("：DDP 的梯度 all-reduce 在 backward 内部等待，耗时很长的 backward 计算看起来也一样；仅凭 Python 栈帧"
-                      "无法区分。`traindoc hang --native`（会让每个 rank 暂停片刻）在确实是 all-reduce 时会显示 "
-                      "c10d::Reducer / Work::wait 栈帧")
-SAME_COLLECTIVE = "：所有 rank 都在同一个集合通信中，没有缺席的 rank；是这个集合通信本身没有完成"
-UNREADABLE_MAY_BE_IT = "：未能读取栈的那个 rank 可能正是其他 rank 在等待的"
-NO_COLLECTIVE = "：没有任何 rank 处于集合通信中，所以这不太像分布式卡死，更像每个 rank 都在做耗时的工作"
+def remote(count: int, lang: Lang = "zh") -> str:
+    return say("hang.remote", lang, count=count)
 
 
 # -- why the others are not the cause -----------------------------------------------------------------------------
 
-def straggler(waiting: Sequence[int], odd: Sequence[int]) -> str:
-    return (f"{rank_names(waiting)} 只是在等待：集合通信要等每个 rank 都调用之后才会完成，而 {rank_names(odd)} "
-            "还没有调用。")
+def _have(ranks: Sequence[int], lang: Lang) -> str:
+    return say("hang.has" if len(ranks) == 1 else "hang.have", lang)
 
 
-def before_init(waiting: Sequence[int], odd: Sequence[int], call: str) -> str:
-    return f"{rank_names(waiting)} 在 {call} 中等待所有 rank 加入进程组，而 {rank_names(odd)} 还没有调用它。"
+def straggler(waiting: Sequence[int], odd: Sequence[int], lang: Lang = "zh") -> str:
+    return say("hang.why.straggler", lang, waiting=rank_names(waiting, lang), odd=rank_names(odd, lang), have=_have(odd, lang))
 
 
-def gpu_straggler(syncing: Sequence[int], odd: Sequence[int]) -> str:
-    return (f"{rank_names(syncing)} 在等待自己的 GPU：使用 NCCL 时，rank 正是在这里等待某个对端尚未加入的集合通信，而 "
-            f"{rank_names(odd)} 根本不在 GPU 上。仅凭 CUDA 同步无法把这与它们自己的长 kernel 区分开：Flight Recorder 可以。")
+def before_init(waiting: Sequence[int], odd: Sequence[int], call: str, lang: Lang = "zh") -> str:
+    return say("hang.why.before_init", lang, waiting=rank_names(waiting, lang), call=call, odd=rank_names(odd, lang),
+               have=_have(odd, lang))
 
 
-def mismatch(majority: Sequence[int], where: Place) -> str:
-    return (f"每个 rank 都必须以相同的顺序调用相同的集合通信；{rank_names(majority)} 在 {_spaced(place(where))}中等待"
-            "调用了其他操作的 rank。")
+def gpu_straggler(syncing: Sequence[int], odd: Sequence[int], lang: Lang = "zh") -> str:
+    return say("hang.why.gpu_straggler", lang, syncing=rank_names(syncing, lang), odd=rank_names(odd, lang),
+               are=say("hang.is" if len(odd) == 1 else "hang.are", lang))
+
+
+def mismatch(majority: Sequence[int], where: Place, lang: Lang = "zh") -> str:
+    said = place(where, lang)
+    return say("hang.why.mismatch", lang, majority=rank_names(majority, lang), place=said, gap=_gap(said))
 
 
 # -- what would tell more -----------------------------------------------------------------------------------------
 
-FR_HINT = ("每个 rank 的 Flight Recorder 记录会指出各 rank 最先出现分歧的集合通信：带上 TORCH_FR_BUFFER_SIZE=2000 "
-           "TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_ 重新运行，然后运行 "
-           "`traindoc hang --fr-dir fr/`")
-NCCL_HINT = "NCCL_DEBUG=INFO（NCCL_DEBUG_SUBSYS=INIT,NET）会显示一个 rank 用的是哪种传输、在等哪个对端"
-DETAIL_HINT = ("TORCH_DISTRIBUTED_DEBUG=DETAIL 会检查每个 rank 是否以相同的形状调用相同的集合通信，"
-               "并指出第一个不一致的 rank")
-NATIVE_HINT = "`traindoc hang --native` 会在 Python 栈帧下面显示 C++/CUDA 栈帧（在 NCCL 内部，或在 CUDA 同步中）"
-NODES_HINT = ("其他节点上的 rank：在作业中启动 torch.distributed.debug.start_debug_server()，然后运行 "
-              "`traindoc hang --debug-server http://RANK0_HOST:25999`，或者在每个节点上运行 `traindoc hang`")
-RENDEZVOUS_EVIDENCE = [
-    "每个节点启动启动器时是否使用了相同的 --nnodes、--nproc-per-node 和 rendezvous 端点"
-    "（MASTER_ADDR:MASTER_PORT 或 --rdzv-endpoint）",
-    "rendezvous 端点能否从每个节点访问：在每个节点上运行 `traindoc probe --port MASTER_PORT`",
-]
-JOB_LOG = "作业的日志：每个 rank 打印的最后一行"
-MISSING_RANK_SNAPSHOT = "缺席的 rank 卡住时的栈快照（在它所在的节点上运行 `traindoc hang`）：看它在做什么"
+def then_stop(kind: str, pid: int, lang: Lang = "zh") -> str:
+    """``jobs.hang._then_stop``'s last step."""
+    return say("hang.then_stop", lang, kind=kind, pid=pid)
 
 
-def then_stop(kind: str, pid: int) -> str:
-    """``jobs.hang._then_stop``'s last step in Chinese."""
-    return (f"然后只停止这个作业：`kill -TERM {pid}`（{kind} 是它的启动器，会把 SIGTERM 转发给每个 rank）；"
-            "不要按名字杀进程（pkill/killall），那会停掉节点上所有同名的作业")
-
-
-def look_at(group: StackGroup) -> str:
+def look_at(group: StackGroup, lang: Lang = "zh") -> str:
     """The straggler's next step: why it is still where it is."""
-    pid = group.pids[0] if group.pids else "PID"
-    return (f"{rank_names(group.ranks)} 为什么仍在 {place(group.place)}：它的完整栈（`py-spy dump --pid {pid} --native`）、"
-            "它的日志、它读取的数据或文件系统")
+    return say("hang.look_at", lang, who=rank_names(group.ranks, lang), place=place(group.place, lang),
+               pid=group.pids[0] if group.pids else "PID", are=say("hang.are" if len(group.ranks) > 1 else "hang.is", lang))
 
 
 @cache
 def _hints() -> dict[str, str]:
-    return {english.FR_HINT: FR_HINT, english.NCCL_HINT: NCCL_HINT, english.DETAIL_HINT: DETAIL_HINT,
-            english.NATIVE_HINT: NATIVE_HINT, english.NODES_HINT: NODES_HINT,
-            **dict(zip(english.RENDEZVOUS_EVIDENCE, RENDEZVOUS_EVIDENCE, strict=True))}
+    return {say(key, "en"): say(key, "zh") for key in HINTS}
 
 
 def items(english: Iterable[str], own: Mapping[str, str] | None = None) -> list[str]:
@@ -187,7 +209,7 @@ def wording(root: str, why: str = "", next_items: Sequence[str] = (), symptoms: 
             collective: str | None = None) -> dict[str, str]:
     """``JobDiagnosis.wording["zh"]``: what jobs.render and `traindoc hang` show in Chinese ("collective" is the
     collective's place, for `traindoc hang`)."""
-    said = {"root": root, "why": why, "next": "\n".join(next_items), "symptoms": "；".join(symptoms),
+    said = {"root": root, "why": why, "next": "\n".join(next_items), "symptoms": say("jobs.clause_sep", "zh").join(symptoms),
             "collective": collective or ""}
     return {key: value for key, value in said.items() if value}
 
@@ -195,77 +217,58 @@ def wording(root: str, why: str = "", next_items: Sequence[str] = (), symptoms: 
 def add_symptom(diagnosis: JobDiagnosis, chinese: str) -> None:
     """After ``diagnosis.symptoms.append(...)``: the Chinese symptoms keep saying all of them."""
     own = diagnosis.wording.setdefault("zh", {})
-    own["symptoms"] = f"{own['symptoms']}；{chinese}" if own.get("symptoms") else chinese
+    own["symptoms"] = f"{own['symptoms']}{say('jobs.clause_sep', 'zh')}{chinese}" if own.get("symptoms") else chinese
 
 
-def stuck_in_kernel(pids: str, seconds: float) -> str:
-    return (f"pid {pids} 在 {seconds:g} 秒内没有响应对 /proc 的读取：卡在内核中（D 状态，常见于 GPU 驱动调用）；"
-            "以 root 身份运行 `cat /proc/PID/stack` 可以看到卡在哪里")
+def stuck_in_kernel(pids: str, seconds: float, lang: Lang = "zh") -> str:
+    return say("hang.stuck_in_kernel", lang, pids=pids, seconds=seconds)
 
 
-def no_workers(kind: str, pid: int, nnodes: str | None, target: str | None, inner: str | None) -> str:
+def no_workers(kind: str, pid: int, nnodes: str | None, target: str | None, inner: str | None, lang: Lang = "zh") -> str:
     """``jobs.hang._no_workers``'s summary: a launcher that started no rank."""
-    waits = (f"在 {target} 的 rendezvous 中" if target else "在 rendezvous 中") + "等待"
-    text = f"{kind}（pid {pid}）在运行，但还没有启动任何 worker：它{waits}" + (f"其他节点（--nnodes {nnodes}）" if nnodes else "")
-    return text + (f"；它的栈在 {inner}" if inner else "")
+    return say("hang.no_workers", lang, kind=kind, pid=pid,
+               nodes=say("hang.no_workers.nodes", lang, nnodes=nnodes) if nnodes else "",
+               at=say("hang.no_workers.at", lang, target=target) if target else say("hang.no_workers.somewhere", lang),
+               stack=say("hang.no_workers.stack", lang, inner=inner) if inner else "")
 
 
 # -- Flight Recorder ----------------------------------------------------------------------------------------------
 
-def flight_recorder(finding: FrFinding) -> str:
-    """``FrFinding.summary`` (jobs.flight_recorder.describe) in Chinese, from the finding's fields."""
+def flight_recorder(finding: FrFinding, lang: Lang = "zh") -> str:
+    """``FrFinding.summary`` (jobs.flight_recorder.describe), from the finding's fields."""
     label_ = finding.collective or "?"
     expected = finding.expected_ranks or finding.ranks
     joined = [r for r in expected if r not in finding.missing_ranks and r not in finding.mismatched]
     if finding.missing_ranks:
-        lasts = "；".join(f"rank {o.rank} 最后一次是 {o.name} #{o.seq}" for o in finding.last_ops
-                         if o.rank in finding.missing_ranks)
-        return (f"{_ranks(joined)} 进入了 {label_}；{_ranks(finding.missing_ranks)} 从未加入"
-                + (f"（{lasts}）" if lasts else ""))
+        lasts = say("jobs.clause_sep", lang).join(say("hang.fr.last_was", lang, rank=o.rank, name=o.name, seq=o.seq)
+                                                   for o in finding.last_ops if o.rank in finding.missing_ranks)
+        return say("hang.fr.never_joined", lang, joined=rank_names(joined, lang), label=label_,
+                   missing=rank_names(finding.missing_ranks, lang), lasts=say("hang.fr.lasts", lang, lasts=lasts) if lasts else "")
     # describe() names the first bad collective's ranks the same way with or without a mismatch; the summary's
     # first words are the one mark of a bad collective that no rank called differently (the analyzer's pass_check)
     if finding.mismatched or finding.summary.startswith("ranks diverge at"):
-        name = label_.split(f" #{finding.seq}")[0]
-        others = "".join(f"；rank {r} 调用了 {v}" for r, v in sorted(finding.mismatched.items()))
-        return f"各 rank 在 {label_} 处出现分歧：{_ranks(joined)} 调用了 {name}{others}"
+        others = "".join(say("hang.fr.called", lang, rank=r, call=v) for r, v in sorted(finding.mismatched.items()))
+        return say("hang.fr.diverge", lang, label=label_, joined=rank_names(joined, lang),
+                   name=label_.split(f" #{finding.seq}")[0], others=others)
     pending = [o for o in finding.last_ops if o.state != "completed"]
     if not pending or finding.collective is None:
-        return "每个 rank 记录的集合通信都匹配，并且都已完成"
+        return say("hang.fr.all_completed", lang)
     states = {o.state for o in pending}
     one = len(finding.last_ops) == 1
     if states == {"scheduled"} and len(pending) == len(finding.last_ops):
-        what = ("已入队但从未开始：排在它之前的 GPU 工作还没有完成" if one else
-                "在每个 rank 上都已入队，但在任何 rank 上都没有开始：排在它之前的 GPU 工作还没有完成")
+        what = say("hang.fr.never_started_one" if one else "hang.fr.never_started", lang)
     elif "started" in states:
-        what = "已经开始但没有完成：各 rank 都在其中，是它们之间的传输停滞了"
+        what = say("hang.fr.stalled", lang)
     else:
-        what = "没有完成"
-    lead = (f"rank {finding.last_ops[0].rank} 的转储止于 {label_}" if one
-            else f"每个 rank 的转储在 {label_} 之前都一致")
-    return f"{lead}，该集合通信{what}" + (f"（调用位置 {finding.where}）" if finding.where else "")
+        what = say("hang.fr.incomplete", lang)
+    lead = (say("hang.fr.dump_ends", lang, rank=finding.last_ops[0].rank, label=label_) if one
+            else say("hang.fr.dumps_agree", lang, label=label_))
+    return say("hang.fr.pending", lang, lead=lead, what=what,
+               where=say("hang.fr.called_at", lang, where=finding.where) if finding.where else "")
 
 
-def last_op(rank: int, name: str, seq: int, state: str, where: str | None) -> str:
-    """A rank's last recorded collective: "rank 1：最后一次是 gloo:all_reduce #3（completed），位于 train.py:18"."""
-    return f"rank {rank}：最后一次是 {name} #{seq}（{state}）" + (f"，位于 {where}" if where else "")
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    return rank_names(ranks) if ranks else "没有 rank"
-
-
-# -- `traindoc hang`'s own labels --------------------------------------------------------------------------------
-
-SOURCES = (
-    (r"py-spy on (.+)", "{0} 上的 py-spy"),
-    (r"debug server (.+)", "debug server {0}"),
-    (r"Flight Recorder dumps in (.+)", "{0} 中的 Flight Recorder 转储"),
-    (r"(\d+) ranks behind (.+)", "{1} 后面的 {0} 个 rank"),
-    (r"ranks of (.+)", "{0} 的各个 rank"),
-)
-
-
-def source(text: str) -> str:
-    """Where a snapshot came from, and which job (jobs.hang, jobs.procs), in Chinese."""
-    return _translated(SOURCES, text)
-
+def last_op(rank: int, name: str, seq: int, state: str, where: str | None, lang: Lang = "zh") -> str:
+    """A rank's last recorded collective: "rank 1: last gloo:all_reduce #3 completed at train.py:18"."""
+    if where:
+        return say("hang.last_op_at", lang, rank=rank, name=name, seq=seq, state=state, where=where)
+    return say("hang.last_op", lang, rank=rank, name=name, seq=seq, state=state)

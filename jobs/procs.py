@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import InputError, UsageError
+from common.textsafe import clip_words
 
 PROC = Path("/proc")
 _ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
@@ -215,8 +216,7 @@ def select_job(pid: int | None = None, proc_root: Path = PROC, timeout_s: float 
     jobs = _jobs(procs, _self_and_ancestors(procs, ()), stuck)
     if pid is None:
         if len(jobs) > 1:
-            listed = ", ".join(f"pid {j.launcher.pid if j.launcher else j.workers[0].pid}" for j in jobs[:6])
-            raise UsageError(f"{len(jobs)} training jobs run on this machine ({listed})", hint="pick one with --pid")
+            raise SeveralJobs(tuple(_listing(job, proc_root) for job in jobs))
         return jobs[0] if jobs else None
     related = {pid} | _ancestors(procs, pid)
     for job in jobs:
@@ -229,6 +229,50 @@ def select_job(pid: int | None = None, proc_root: Path = PROC, timeout_s: float 
     command = procs[pid].cmdline[:80] or procs[pid].state
     raise InputError(f"--pid {pid} ({command}) is not part of a training job: no RANK/LOCAL_RANK in its environment "
                      "and no torchrun/deepspeed launcher above or below it")
+
+
+@dataclass(frozen=True)
+class JobListing:
+    """One job among several on a machine, as a user picks it: its first PID (the launcher's), command and owner."""
+
+    pid: int
+    command: str
+    user: str
+
+
+class SeveralJobs(UsageError):
+    """Several training jobs run here and none was picked: the caller lists them (``jobs``) and how to pick one."""
+
+    def __init__(self, jobs: tuple[JobListing, ...]) -> None:
+        listed = ", ".join(f"pid {j.pid}" for j in jobs[:6])
+        super().__init__(f"{len(jobs)} training jobs run on this machine ({listed})", hint="pick one with --pid")
+        self.jobs = jobs
+
+
+COMMAND_CHARS = 120  # a listed job's command: enough to tell two jobs apart
+
+
+def _listing(job: TrainingJob, proc_root: Path) -> JobListing:
+    pid = job.pids[0]
+    argv = list(job.launcher.argv if job.launcher else job.workers[0].argv)
+    if len(argv) > 1 and Path(argv[0]).name.startswith("python"):
+        argv = argv[1:]  # `python /venv/bin/torchrun ...` reads as `torchrun ...`
+    command = " ".join([Path(argv[0]).name, *argv[1:]]) if argv else ""
+    return JobListing(pid, clip_words(command, COMMAND_CHARS), _owner(proc_root / str(pid)))
+
+
+def _owner(entry: Path) -> str:
+    """The user a process runs as (the owner of its /proc entry), by name where the system knows it."""
+    import pwd
+
+    try:
+        uid = entry.stat().st_uid
+    except OSError:
+        return "?"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _jobs(procs: dict[int, ProcInfo], skip: set[int], stuck: Sequence[int] = ()) -> list[TrainingJob]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from common.language import Lang, say
-from jobs.diagnosis import JobDiagnosis
+from jobs.diagnosis import JobDiagnosis, clip
 
 TIMEOUT_FIX = re.compile(r"(?i)NCCL_TIMEOUT|(?<!DUMP_ON_)timeout\s*=|--timeout|timedelta\(")  # DUMP_ON_TIMEOUT=1: a flag, no duration
 OFFLOAD_FIX = re.compile(r"(?i)offload|卸载")
@@ -60,7 +60,7 @@ def diagnosis_markdown(diagnosis: JobDiagnosis, lang: Lang = "en") -> str:
         who = say("rank", lang, rank=root.rank) if root.rank is not None else say("no_single_rank", lang)
         parts.append(say("root_cause", lang, category=root.category, who=who, confidence=root.confidence, summary=summary))
     if root.evidence:
-        parts.extend(["", *_fence([line[:300] for line in root.evidence[:6]])])
+        parts.extend(["", *_fence([clip(line, 300) for line in root.evidence[:6]])])  # cut at a word, never mid-number
     if diagnosis.why_consequences:
         parts.extend(["", own.get("why") or diagnosis.why_consequences])
     elif diagnosis.symptoms:

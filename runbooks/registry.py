@@ -30,6 +30,9 @@ class Kind:
     signal_patterns: tuple[str, ...]  # words of a report that tell this kind from its neighbours (compiled when asked)
     neighbours: dict[str, str]  # neighbour kind -> what tells them apart
     yields_to: tuple[str, ...] = ()  # neighbours that lead instead when only their signal shows
+    # Details a follow-up to a neighbour adds that make this kind the one that differs ("and in Kubernetes?" after an
+    # NCCL hang: a pod's /dev/shm). Read only for follow-ups: a first question naming a platform names no failure.
+    detail_patterns: tuple[str, ...] = ()
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -42,6 +45,11 @@ class Kind:
     def signal_in(self, text: str) -> str | None:
         """The words of ``text`` that tell this kind from its neighbours, or None."""
         return next((found.group(0) for pattern in self.signals if (found := pattern.search(text)) is not None), None)
+
+    def detail_in(self, text: str) -> str | None:
+        """The follow-up detail of ``text`` that makes this kind the one that differs, or None."""
+        found = next((m for p in _compiled(self.detail_patterns) if (m := p.search(text)) is not None), None)
+        return found.group(0) if found is not None else None
 
 
 @cache
@@ -63,7 +71,8 @@ def kinds() -> dict[str, Kind]:
         row = extra.get(name, {})
         table[name] = Kind(name, book.title, book.triage, book.messages, frozenset(row.get("generic", ())),
                            tuple(row.get("signals", ())),
-                           dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())))
+                           dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
+                           tuple(row.get("follow_up_details", ())))
     return table
 
 
@@ -94,8 +103,14 @@ def neighbour_named(name: str, new_words: str, earlier: str) -> tuple[str, str] 
     not: "and on 8 nodes?" after a collective timeout is the network between nodes. None unless exactly one does."""
     own = kind(name)
     named = [(other, words) for other in (own.neighbours if own is not None else ())
-             if (words := signalled(other, new_words)) is not None and signalled(other, earlier) is None]
+             if (words := _named(other, new_words)) is not None and _named(other, earlier) is None]
     return named[0] if len(named) == 1 else None
+
+
+def _named(name: str, text: str) -> str | None:
+    """The words of ``text`` that name kind ``name`` in a follow-up: its signal, or a detail that makes it differ."""
+    found = kind(name)
+    return None if found is None else found.signal_in(text) or found.detail_in(text)
 
 
 def unsignalled_generic(text: str) -> frozenset[str]:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from common.language import Lang, say
-from common.textsafe import code_span
+from common.textsafe import clip_words, code_span
 from corpus.chunking import chunk_id_for
 from runbooks.catalog import Item, Runbook
 from runbooks.quoted import quoted_facts
@@ -102,7 +102,7 @@ def _head(line: str, most: int) -> str:
     if len(line) <= most:
         return line
     end = line.rfind(". ", 0, most)
-    return line[:end] if end > most // 3 else line[: most - 1] + "…"
+    return line[:end] if end > most // 3 else clip_words(line, most)
 
 
 def job_facts(rank: int | None, host: str | None, where: str | None, evidence: Sequence[str], lang: Lang,

@@ -121,5 +121,6 @@ def test_plain_output_renders_answer_and_sources(cli):
     assert "Sources" in result.stdout
     assert re.search(r"^  \[1\] \S", result.stdout, re.M), "sources listed by number"
     assert "corpus/0" not in result.stdout, "by their readable titles, not hash-named files"
-    assert result.stdout.rstrip().splitlines()[-1].startswith("Summary: "), "the answer's summary is the last line"
+    last = result.stdout.rstrip().splitlines()[-2:]  # the summary: its command on a line of its own when long
+    assert any(line.startswith("Summary: ") for line in last), "the answer's summary ends it"
     assert "Port Already in Use" in result.stdout, "the seed's section on the port, by its (English) title"

@@ -66,7 +66,7 @@ def _job() -> JobDiagnosis:
 
 def test_the_job_diagnosis_speaks_the_questions_language() -> None:
     zh = diagnosis_markdown(_job(), "zh")
-    assert zh.startswith("### 作业日志显示") and "**根本原因（exception，rank 1，置信度" in zh
+    assert zh.startswith("### 作业日志显示") and "**根本原因（exception，rank 1）**" in zh
     assert "rank 1 raised KeyError: 'target' in collate" in zh, "traindoc's triage summary is quoted as it is"
     assert "另外还看到：rank 0 timed out in allreduce。" in zh
     assert diagnosis_markdown(_job()).startswith("### What the job's logs say")

@@ -70,6 +70,8 @@ def _ask_parser() -> argparse.ArgumentParser:
                         help="a log of the job: a file (plain or .gz), a torchrun --log-dir folder, or - for stdin; "
                         "repeat for per-rank files. The job is triaged: the rank that failed first leads the answer")
     parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
+    parser.add_argument("--full", action="store_true",
+                        help="the whole answer: checks, every fix, notes, applies-to (default: one that fits 40 lines)")
     parser.add_argument("--format", choices=("text", "markdown"), default=None,
                         help="print text to paste into an issue: plain text or markdown (default: rich on a terminal, "
                         "text when the output is not one; NO_COLOR turns colour off)")
@@ -78,6 +80,8 @@ def _ask_parser() -> argparse.ArgumentParser:
     parser.add_argument("--probe-timeout", type=_seconds("--probe-timeout"), metavar="S",
                         help="seconds each probe may take (default 10, or TRAINDOC_PROBE_TIMEOUT)")
     parser.add_argument("--python", metavar="PATH", help="the interpreter your training uses (default: active conda/venv, else python)")
+    parser.add_argument("--pid", type=int, metavar="PID",
+                        help="the job to read on this machine when several run (its launcher or a worker; as `traindoc hang --pid`)")
     parser.add_argument("--bundle", metavar="FILE.json", type=Path,
                         help="diagnose from a `traindoc probe --json` bundle made on another machine")
     parser.add_argument("--backend", choices=("offline", "openai", "ollama"),
@@ -224,24 +228,16 @@ def _ask(argv: Sequence[str] | None) -> int:
             raise UsageError("--batch takes its questions from the file; give no question or --log with it")
         return _batch(args)
 
-    from agent.core import Question
-    from agent.logs import LogReading, read_logs
+    from agent.intake import Received, intake
 
-    reading = LogReading("", [], None)
     stdin = _stdin_text() if not args.log or Path("-") in args.log else None
-    if args.log or stdin is not None:
-        reading = read_logs(args.log or [Path("-")], stdin, question_text)
-    if not question_text and not (reading.head.strip() or reading.errors or reading.diagnosis):
+    if args.pid is not None and (args.pid <= 0 or args.bundle is not None or args.no_probes):
+        raise UsageError("--pid picks a job on this machine: a positive PID, without --bundle or --no-probes")
+    question = intake(Received(text=question_text, logs=tuple(args.log) or ((Path("-"),) if stdin is not None else ()),
+                               stdin=stdin, bundle=args.bundle, probes=not args.no_probes, python=args.python,
+                               pid=args.pid))
+    if not question.text.strip():
         raise UsageError("no question given", hint='try: ask "why is NCCL hanging"')
-    if not question_text:
-        job = reading.diagnosis  # no question: the root cause is what to ask about, not the loudest line
-        lead = job.root_cause.summary if job and job.root_cause and job.root_cause.category != "unknown" else ""
-        question_text = lead or (reading.errors[0] if reading.errors else reading.head.strip().splitlines()[0])
-    files = tuple(p for p in args.log if p.is_file())
-    question = Question(
-        text=question_text, log_head=reading.head, log_errors=reading.errors, probes=not args.no_probes,
-        log_paths=files, python=args.python, bundle=args.bundle, job=reading.diagnosis,
-    )
     if args.json and args.format:
         raise UsageError("--json and --format are two outputs: give one")
     troubleshooter = _troubleshooter(args)
@@ -253,7 +249,7 @@ def _ask(argv: Sequence[str] | None) -> int:
 
     console, fmt = output_console(args.format)
     if troubleshooter.settings.backend == "offline":
-        print_answer(troubleshooter.ask(question), console, fmt)
+        print_answer(troubleshooter.ask(question), console, fmt, full=args.full)
         return 0
     troubleshooter.ask(question, on_event=StreamPrinter(console, fmt))
     return 0
@@ -335,7 +331,7 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         print(report.summary())
         return 0
     if args.command == "eval":
-        from agent.evaluate import evaluate, render_report
+        from evaluation.evaluate import evaluate, render_report
 
         troubleshooter = _troubleshooter(args)
         report = evaluate(troubleshooter, args.cases, cv=args.cv, group=args.group, answers=args.answers)
@@ -392,7 +388,7 @@ def _web(args: argparse.Namespace) -> int:
     settings = _settings(args)
     limit = args.max_upload_mb or settings.web_max_upload_mb or DEFAULT_MAX_UPLOAD_MB
     options = WebOptions(host=args.host, port=args.port, auth=parse_auth(settings.web_auth),
-                         max_upload_mb=limit, feedback_db=settings.feedback_path)
+                         max_upload_mb=limit, feedback_db=settings.feedback_path, host_probes=settings.web_probes)
     troubleshooter = build_troubleshooter(settings, index_in_background=True)  # a changed corpus: on a thread
     troubleshooter.retriever()  # load the index before the first visitor
     print(f"traindoc web: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)

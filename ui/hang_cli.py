@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.errors import InputError, UsageError
-from common.language import Lang
+from common.language import Lang, say
 
 
 def run_hang_command(args: argparse.Namespace) -> int:
@@ -66,69 +66,54 @@ def lang_of(chosen: str | None, environ: Mapping[str, str] = os.environ) -> Lang
     return "zh" if value.lower().startswith("zh") else "en"
 
 
-WORDS: dict[Lang, dict[str, str]] = {  # the renderer's own labels; the sentences come from the diagnosis
-    "en": {"head": "traindoc hang: {job}, {count}, via {source}", "the_job": "the job", "count": "{n} rank{s}",
-           "no_ranks": "no ranks started", "root": "{category} ({who}, confidence {confidence:.1f}): {summary}",
-           "rank": "rank {rank}", "no_single_rank": "no single rank", "why": "  why: {text}",
-           "collective": "  collective: {text}", "ranks": "ranks {ranks}", "rank_sep": ", ", "extra": " ({items})",
-           "extra_sep": "; ", "pids": "pid{s} {pids}", "group": "{label}{extra}: {place}",
-           "fr": "Flight Recorder ({n} dump(s)): {summary}", "more": "What would tell more:"},
-    "zh": {"head": "traindoc hang：{job}，{count}，来源：{source}", "the_job": "该作业", "count": "{n} 个 rank",
-           "no_ranks": "尚未启动任何 rank", "root": "{category}（{who}，置信度 {confidence:.1f}）：{summary}",
-           "rank": "rank {rank}", "no_single_rank": "无法归于单个 rank", "why": "  原因：{text}",
-           "collective": "  集合通信：{text}", "ranks": "rank {ranks}", "rank_sep": "、", "extra": "（{items}）",
-           "extra_sep": "；", "pids": "pid {pids}", "group": "{label}{extra}：{place}",
-           "fr": "Flight Recorder（{n} 个转储）：{summary}", "more": "还需要哪些证据："},
-}
-
-
 def render(snapshot: Any, lang: Lang = "en") -> str:
+    """The snapshot for a terminal: the renderer's own labels are the ``hang.cli.*`` phrases; the sentences come from
+    the diagnosis (its wording in ``lang``, where it has one) and ``jobs.hang_wording``."""
     from jobs import hang_wording
 
-    words = WORDS[lang]
-    chinese = lang == "zh"
     diagnosis = snapshot.diagnosis
     own = diagnosis.wording.get(lang, {})  # the diagnosis's sentences in this language, where it has them
     root = diagnosis.root_cause
     n = len(diagnosis.ranks)
-    count = words["count"].format(n=n, s="s" if n != 1 else "") if diagnosis.ranks else words["no_ranks"]
-    job, source = snapshot.job, snapshot.source
-    if chinese:
-        job, source = hang_wording.source(job) if job else job, hang_wording.source(source)
-    lines = [words["head"].format(job=job or words["the_job"], count=count, source=source), ""]
+    count = (say("hang.cli.rank_count" if n == 1 else "hang.cli.ranks_count", lang, n=n) if diagnosis.ranks
+             else say("hang.cli.no_ranks", lang))
+    job = hang_wording.source(snapshot.job, lang) if snapshot.job else say("hang.cli.the_job", lang)
+    lines = [say("hang.cli.head", lang, job=job, count=count, source=hang_wording.source(snapshot.source, lang)), ""]
     if root is not None:
-        who = words["rank"].format(rank=root.rank) if root.rank is not None else words["no_single_rank"]
-        lines.append(words["root"].format(category=root.category, who=who, confidence=root.confidence,
-                                          summary=own.get("root") or root.summary))
+        who = say("rank", lang, rank=root.rank) if root.rank is not None else say("no_single_rank", lang)
+        lines.append(say("hang.cli.root", lang, category=root.category, who=who, confidence=root.confidence,
+                         summary=own.get("root") or root.summary))
         if diagnosis.why_consequences:
-            lines.append(words["why"].format(text=own.get("why") or diagnosis.why_consequences))
+            lines.append(say("hang.cli.why", lang, text=own.get("why") or diagnosis.why_consequences))
         if diagnosis.collective:
-            lines.append(words["collective"].format(text=own.get("collective") or diagnosis.collective))
+            lines.append(say("hang.cli.collective", lang, text=own.get("collective") or diagnosis.collective))
     for group in snapshot.groups:
-        label = (_ranks_label(group.ranks, words) if group.ranks
-                 else words["pids"].format(s="", pids=", ".join(map(str, group.pids))))
+        pids = ", ".join(map(str, group.pids))
+        label = _ranks_label(group.ranks, lang) if group.ranks else say("hang.cli.pid", lang, pids=pids)
         extra = []
         if group.pids and group.ranks:
-            extra.append(words["pids"].format(s="s" if len(group.pids) > 1 else "", pids=", ".join(map(str, group.pids))))
+            extra.append(say("hang.cli.pids" if len(group.pids) > 1 else "hang.cli.pid", lang, pids=pids))
         if group.hosts:
             extra.append(", ".join(group.hosts))
-        place = hang_wording.place(group.place) if chinese else group.place.text()
-        shown = words["extra"].format(items=words["extra_sep"].join(extra)) if extra else ""
-        lines.extend(["", words["group"].format(label=label, extra=shown, place=place)])
+        shown = say("hang.cli.extra", lang, items=say("jobs.clause_sep", lang).join(extra)) if extra else ""
+        place = hang_wording.place(group.place, lang)
+        lines.extend(["", say("hang.cli.group", lang, label=label, extra=shown, place=place)])
         lines.extend(f"    {frame}" for frame in group.frames[:12])
     finding = snapshot.flight_recorder
     if finding is not None:
-        said = hang_wording.flight_recorder(finding) if chinese else finding.summary
-        lines.extend(["", words["fr"].format(n=len(finding.ranks), summary=said)])
-        for o in finding.last_ops[:16]:
-            lines.append("    " + (hang_wording.last_op(o.rank, o.name, o.seq, o.state, o.where) if chinese else
-                                   f"rank {o.rank}: last {o.name} #{o.seq} {o.state}" + (f" at {o.where}" if o.where else "")))
+        # the analyzer's finding is written in English; another language is said from its fields
+        said = finding.summary if lang == "en" else hang_wording.flight_recorder(finding, lang)
+        lines.extend(["", say("hang.cli.fr", lang, n=len(finding.ranks), summary=said)])
+        lines.extend("    " + hang_wording.last_op(o.rank, o.name, o.seq, o.state, o.where, lang) for o in finding.last_ops[:16])
     if diagnosis.next_evidence:
-        lines.extend(["", words["more"]])
+        lines.extend(["", say("hang.cli.more", lang)])
         items = own["next"].splitlines() if own.get("next") else diagnosis.next_evidence
         lines.extend(f"  - {item}" for item in items)
     return "\n".join(lines) + "\n"
 
 
-def _ranks_label(ranks: list[int], words: Mapping[str, str] = WORDS["en"]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else words["ranks"].format(ranks=words["rank_sep"].join(map(str, ranks)))
+def _ranks_label(ranks: list[int], lang: Lang) -> str:
+    """"rank 3", "ranks 0, 1, 2": every rank of the group, listed."""
+    if len(ranks) == 1:
+        return say("jobs.rank", lang, rank=ranks[0])
+    return say("jobs.ranks", lang, ranks=say("jobs.list_sep", lang).join(map(str, ranks)))

@@ -34,19 +34,20 @@ def _plain(text: str) -> str:
     return escape(printable(text))
 
 
-def print_answer(answer: Answer, console: Console | None = None, fmt: str | None = None) -> None:
-    """``fmt``: "text" or "markdown" (text to paste), "terminal" (rich); None: terminal only on a terminal."""
+def print_answer(answer: Answer, console: Console | None = None, fmt: str | None = None, *, full: bool = False) -> None:
+    """``fmt``: "text" or "markdown" (text to paste), "terminal" (rich); None: terminal only on a terminal.
+    ``full``: the whole answer, not the brief one (agent.brief)."""
     console = console or Console()
     if fmt is None:
         fmt = "terminal" if console.is_terminal else "text"
     if fmt != "terminal":
-        console.file.write(document(answer, fmt, console.width))
+        console.file.write(document(answer, fmt, console.width, full=full))
         console.file.flush()
         return
     if answer.notice:
-        console.print(f"[yellow]{say('note', language_of(answer.question))}:[/yellow] {_plain(answer.notice)}", highlight=False)
-    _print_body(answer.answer, console)
-    _print_sources(answer, console)
+        console.print(f"[yellow]{say('note', answer.lang)}:[/yellow] {_plain(answer.notice)}", highlight=False)
+    _print_body(answer.answer if full else answer.shown, console)
+    _print_sources(answer, console, full or not answer.brief)
 
 
 def _print_body(text: str, console: Console) -> None:
@@ -73,13 +74,16 @@ def _print_body(text: str, console: Console) -> None:
     flush()
 
 
-def _print_sources(answer: Answer, console: Console) -> None:
-    lang = language_of(answer.question)
+def _print_sources(answer: Answer, console: Console, full: bool) -> None:
+    lang = answer.lang
     if answer.citations:
         console.print()
         console.print(f"[bold]{say('sources', lang)}[/bold]")
-        for citation in answer.citations:
+        shown = answer.sources(full)
+        for citation in shown:
             console.print(Text(printable(f"  [{citation.n}] {source_title(citation)}")), highlight=False)
+        if len(answer.citations) > len(shown):
+            console.print(Text(say("more_sources", lang, count=len(answer.citations) - len(shown))), highlight=False)
     if line := probes_line(answer, lang):
         console.print(Text(printable(line.replace("`", ""))), highlight=False)
     if answer.grounded is False:

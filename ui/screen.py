@@ -13,25 +13,18 @@ from collections.abc import Iterator
 
 from agent.answer import Answer, Citation
 from agent.summary import summary_line
-from common.language import Lang, language_of, say
+from common.language import Lang, say
 from common.textsafe import inert_markdown, printable, segments
 
 FORMATS = ("text", "markdown")
 HEADING = re.compile(r"^ {0,3}#{1,6}\s+")
 STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 ITALIC_LINE = re.compile(r"^_(\S.*\S)_$")
-RUNBOOK = re.compile(r"(?:^|/)runbooks/[a-z]{2}/[\w-]+\.md$")
 
 
 def source_title(citation: Citation) -> str:
-    """A cited section as a reader names it: its heading, then the document's title (or "runbook"), never the
-    file's hash-named name."""
-    path = [part.strip() for part in citation.section.split(" > ") if part.strip()]
-    heading = citation.title or (path[-1] if path else citation.source.rsplit("/", 1)[-1])
-    if RUNBOOK.search(citation.source):
-        return f"{heading} (traindoc runbook)"
-    document = path[0] if len(path) > 1 else ""
-    return f"{heading} — {document}" if document and document != heading else heading
+    """A cited section as a reader names it (``Citation.named``): never the file's hash-named name."""
+    return citation.named
 
 
 def probes_line(answer: Answer, lang: Lang) -> str:
@@ -47,13 +40,13 @@ def probes_line(answer: Answer, lang: Lang) -> str:
 def closing_line(answer: Answer, width: int) -> str:
     """The last line a terminal keeps: the cause and the first fix."""
     verdict = answer.verdict
-    return summary_line(verdict, language_of(answer.question), width) if verdict is not None else ""
+    return summary_line(verdict, answer.lang, width) if verdict is not None else ""
 
 
 def plain_text(markdown: str) -> str:
     """Markdown as plain text: no heading marks or emphasis asterisks; lists and code kept, code unwrapped."""
     out: list[str] = []
-    for kind, piece in segments(markdown):
+    for kind, piece in segments(_unitalic(markdown)):
         if kind == "fence":
             lines = piece.rstrip("\n").split("\n")
             indent = len(lines[0]) - len(lines[0].lstrip())
@@ -63,6 +56,20 @@ def plain_text(markdown: str) -> str:
         else:
             out.append(_plain_lines(piece))
     return re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
+
+
+def _unitalic(markdown: str) -> str:
+    """Whole italic lines (``_Why this leads: ... `code` ..._``) without their marks, outside code blocks: a code
+    span inside the line would otherwise split it before the line's marks are seen."""
+    lines, fence = markdown.split("\n"), ""
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            ticks = stripped[: len(stripped) - len(stripped.lstrip("`"))]
+            fence = "" if fence and ticks.startswith(fence) and stripped == ticks else (fence or ticks)
+        elif not fence:
+            lines[i] = ITALIC_LINE.sub(r"\1", line)
+    return "\n".join(lines)
 
 
 def _plain_lines(text: str) -> str:
@@ -75,24 +82,28 @@ def _plain_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def document(answer: Answer, fmt: str, width: int = 80) -> str:
-    """The whole answer in ``fmt`` ("text" or "markdown"), ending with the summary line."""
-    return "\n".join(_document(answer, fmt, width)).rstrip("\n") + "\n"
+def document(answer: Answer, fmt: str, width: int = 80, *, full: bool = False) -> str:
+    """The answer in ``fmt`` ("text" or "markdown"), ending with the summary line: the brief one (agent.brief), or
+    the whole with ``full``."""
+    return "\n".join(_document(answer, fmt, width, full)).rstrip("\n") + "\n"
 
 
-def _document(answer: Answer, fmt: str, width: int) -> Iterator[str]:
-    lang = language_of(answer.question)
+def _document(answer: Answer, fmt: str, width: int, full: bool) -> Iterator[str]:
+    lang = answer.lang
     markdown = fmt == "markdown"
     if answer.notice:
         yield f"{say('note', lang)}: {printable(answer.notice)}\n"
-    body = printable(answer.answer)
+    body = printable(answer.answer if full else answer.shown)
     yield inert_markdown(body) if markdown else plain_text(body)
     if answer.citations:
         yield ""
         yield f"**{say('sources', lang)}**\n" if markdown else say("sources", lang)
-        for citation in answer.citations:
+        shown = answer.sources(full)
+        for citation in shown:
             title = printable(source_title(citation))
             yield f"- [{citation.n}] {inert_markdown(title)}" if markdown else f"  [{citation.n}] {title}"
+        if len(answer.citations) > len(shown):
+            yield say("more_sources", lang, count=len(answer.citations) - len(shown))
     if line := probes_line(answer, lang):
         yield ""
         yield line if markdown else line.replace("`", "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.answer import Answer
-from common.language import Lang, language_of, say
+from common.language import Lang, say
 from common.redaction import Redactor
 from common.textsafe import GRAVE, escape_mrkdwn
 from ui.slack_feedback import button_value
@@ -54,27 +54,33 @@ def notification_line(answer: Answer, redact: Any = None) -> str:
     if verdict is not None and not cause:
         parts = [plain_text(redact(verdict.cause)), plain_text(redact(verdict.where))]
         if fix := plain_text(redact(verdict.fix_line or verdict.fix_text), 160):
-            parts.append(say("slack_fix", language_of(answer.question), text=fix))
+            parts.append(say("slack_fix", answer.lang, text=fix))
         cause = " · ".join(p for p in parts if p)
     line = plain_text(cause) if cause else plain_line(redact(answer.answer))
     return escape_mrkdwn(redact(line or plain_text(redact(answer.question), 200)))
 
 
 def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool,
-                  share_button: bool = False) -> tuple[str, list[dict[str, Any]]]:
-    """(notification text, blocks), redacted. A long answer is shortened, never the sources or the buttons.
+                  share_button: bool = False, full: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """(notification text, blocks), redacted: the brief answer (agent.brief) with a "Full answer" button, or the
+    whole one (``full``: what that button posts). A long answer is shortened, never the sources or the buttons.
     The buttons carry what feedback needs after a restart (``ui.slack_feedback``); ``share_button`` offers to
     post an ephemeral answer to the channel."""
     redact = Redactor().redact
-    lang = language_of(answer.question)  # every label in the asker's language
+    lang = answer.lang  # every label in the asker's language
     fallback = notification_line(answer, redact)
     head: list[dict[str, Any]] = []
     if answer.notice:
         head.append({"type": "context", "elements": [mrkdwn(plain(say("slack_note", lang, text=answer.notice), redact))]})
     tail: list[dict[str, Any]] = []
+    brief = not full and answer.shown != answer.answer  # the rest a click away
     if answer.citations:
         tail.append({"type": "divider"})
-        tail.append(_section(f"*{say('slack_sources', lang)}*\n" + "\n".join(source_line(c, redact, lang) for c in answer.citations)))
+        shown = answer.sources(not brief)
+        left = len(answer.citations) - len(shown)
+        more = [say("more_sources", lang, count=left).strip()] if left else []
+        tail.append(_section(f"*{say('slack_sources', lang)}*\n"
+                             + "\n".join([*(source_line(c, redact, lang) for c in shown), *more])))
     problems = [f for f in answer.findings if f.status in ("problem", "error", "timed_out")]
     if problems:
         lines = [f"• *{plain(f.code, redact)}* ({plain(f.probe, redact)}): {plain(f.summary, redact)}"
@@ -82,13 +88,16 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool,
         tail.append(_section(f"*{say('slack_probe_findings', lang)}*\n" + "\n".join(lines)))
     value = button_value(answer, answer_id, fallback)
     elements = [_button(":+1:", "traindoc_feedback_up", value), _button(":-1:", "traindoc_feedback_down", value)]
+    if brief:
+        elements.append(_button(say("slack_full_answer", lang), "traindoc_full_answer", value))
     if share_button:
         elements.append(_button(say("slack_share", lang), "traindoc_share", value))
     if probes_button:
         elements.append(_button(say("slack_run_probes", lang), "traindoc_run_probes", answer_id))
     tail.append({"type": "actions", "elements": elements})
     # 4 characters short of the section limit: room for a code fence closed at the end of a chunk
-    body: list[dict[str, Any]] = [_section(part) for part in _chunks(to_mrkdwn(redact(answer.answer)), SECTION_LIMIT - 4)]
+    text = answer.shown if brief else answer.answer
+    body: list[dict[str, Any]] = [_section(part) for part in _chunks(to_mrkdwn(redact(text)), SECTION_LIMIT - 4)]
     room = MAX_BLOCKS - len(head) - len(tail)
     if len(body) > room:
         body = body[:room - 1] + [{"type": "context", "elements": [

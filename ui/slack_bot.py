@@ -19,6 +19,7 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from typing import Any
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
 from agent.feedback import FeedbackStore
+from agent.intake import Received, intake
 from common.errors import ConfigError, TraindocError
+from common.language import say
 from common.redaction import Redactor
 from common.surrogates import escape_surrogates
 from ui.slack_blocks import answer_blocks, mrkdwn, notification_line, plain, probe_blocks
@@ -88,6 +91,7 @@ class SlackBridge:
         app.action("traindoc_feedback_up")(lambda ack, body, client: self._on_feedback(ack, body, client, 1))
         app.action("traindoc_feedback_down")(lambda ack, body, client: self._on_feedback(ack, body, client, -1))
         app.action("traindoc_share")(self._on_share)
+        app.action("traindoc_full_answer")(self._on_full_answer)
         app.action("traindoc_run_probes")(self._on_run_probes)
         return app
 
@@ -153,7 +157,7 @@ class SlackBridge:
     def _question(self, event: dict[str, Any], client: Any, channel: str, thread_ts: str | None) -> Question:
         text = escape_surrogates(MENTION.sub("", event.get("text") or "").strip())[0]  # a lone one breaks JSON
         history = self._history(client, channel, thread_ts, event.get("ts"))
-        head, errors, bundle, job = "", list[str](), None, None
+        bundle = None
         paths: tuple[Path, ...] = ()
         for file in event.get("files") or []:
             path = download_attachment(file, self.downloads, self.options.bot_token, self.options.max_file_mb)
@@ -162,17 +166,10 @@ class SlackBridge:
             if is_bundle(path):
                 bundle = path
             else:
-                paths += (path,)
-        if paths:  # several attached logs (one per rank) are one job
-            from agent.logs import read_logs
-
-            reading = read_logs(paths, question=text)
-            head, errors, job = reading.head, reading.errors, reading.diagnosis
-        if not text:
-            text = errors[0] if errors else "what is wrong with this job?"
-        probes = bundle is not None or self.options.host_probes
-        return Question(text=text, log_head=head, log_errors=errors, log_paths=paths if probes else (),
-                        bundle=bundle, probes=probes, history=history, job=job)
+                paths += (path,)  # several attached logs (one per rank) are one job: the intake reads them once
+        question = intake(Received(text=text, logs=paths, bundle=bundle, history=history, probes=self.options.host_probes))
+        # A mention with nothing the intake could read (a file that would not download) still asks about the job.
+        return question if question.text.strip() else replace(question, text=say("job_question", question.language))
 
     def _history(self, client: Any, channel: str, thread_ts: str | None, ts: str | None) -> list[dict[str, Any]]:
         """The thread's earlier turns: the logs attached to them (read again) and the bot's diagnoses."""
@@ -223,7 +220,7 @@ class SlackBridge:
         if not self.rate.allow(command.get("user_id", "")):
             respond(text=reply("too_fast", text), response_type="ephemeral")
             return
-        answer = self.troubleshooter.ask(Question(text=text, probes=self.options.host_probes))
+        answer = self.troubleshooter.ask(intake(Received(text=text, probes=self.options.host_probes)))
         answer_id = self._remember(answer)
         ephemeral = self.options.ephemeral_commands
         fallback, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes, share_button=ephemeral)
@@ -263,7 +260,7 @@ class SlackBridge:
         with self._lock:
             held = answer_id in self._answers
         if not held:  # the bot restarted: answer the (masked) question again rather than post a summary
-            answer = self.troubleshooter.ask(Question(text=answer.question, probes=self.options.host_probes))
+            answer = self.troubleshooter.ask(intake(Received(text=answer.question, probes=self.options.host_probes)))
         who = f"<@{user}>" if SLACK_ID.fullmatch(user) else "someone"
         intro = reply("shared", answer.question, user=who, question=plain(answer.question)[:300])
         if self.post_answer(client, answer, channel=channel, thread_ts=None, intro=intro):
@@ -271,6 +268,21 @@ class SlackBridge:
         else:
             respond(text=reply("share_failed", answer.question, error="chat.postMessage"), response_type="ephemeral",
                     replace_original=False)
+
+    def _on_full_answer(self, ack: Any, body: dict[str, Any], client: Any) -> None:
+        """The whole answer (checks, every fix, notes), posted in the thread of the brief one it belongs to."""
+        ack()
+        answer_id, answer, channel, _, thread_ts = self._clicked(body)
+        if answer is None or not channel:
+            return
+        with self._lock:
+            held = answer_id in self._answers
+        if not held:  # the bot restarted: answer the (masked) question again; the button carried only its summary
+            answer = self.troubleshooter.ask(intake(Received(text=answer.question, probes=self.options.host_probes)))
+        text, blocks = answer_blocks(answer, answer_id, probes_button=False, full=True)
+        blocks = [b for b in blocks if b.get("type") != "actions"]  # its buttons are on the brief answer above
+        self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text,
+                   blocks=blocks, unfurl_links=False, unfurl_media=False)
 
     def _on_run_probes(self, ack: Any, body: dict[str, Any], client: Any) -> None:
         ack()

@@ -11,6 +11,7 @@ by ui/web_upload.py, and what the chat shows of a text is made safe by ui/web_ht
 
 from __future__ import annotations
 
+import html
 import ipaddress
 import queue
 import secrets
@@ -23,10 +24,12 @@ from typing import Any
 
 from agent.answer import Answer
 from agent.conversation import assistant_turn, user_turn
-from agent.core import Question, Troubleshooter
+from agent.core import Troubleshooter
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
+from agent.intake import Received, intake
 from common.errors import ConfigError, TraindocError
+from common.language import say
 from common.secrets import mask
 from common.surrogates import escape_surrogates
 from common.textsafe import escape_markdown
@@ -49,6 +52,9 @@ class WebOptions:
     feedback_db: Path | None = None
     history_db: Path | None = None  # default: web-history.sqlite3 in the data directory
     history_days: float | None = None  # default: TRAINDOC_WEB_HISTORY_DAYS (30); 0 keeps no conversation
+    # The server's own host (its GPUs, its processes: other users' jobs) is read only when its operator says so
+    # (TRAINDOC_WEB_PROBES=host); a user shows their machine with a probe bundle.
+    host_probes: bool = False
 
 
 def parse_auth(value: str | None) -> tuple[str, str] | None:
@@ -117,10 +123,8 @@ class WebChat:
             yield chat, sources_panel(answers), "", answers, shown(said), turns, None, browser
             return
         head, errors = reading.head, reading.errors
-        fallback = "what is wrong with the machine in this bundle?" if bundle else "log"
-        question = Question(text=text or (errors[0] if errors else head.splitlines()[0] if head else fallback),
-                            log_head=head, log_errors=errors, log_paths=paths, history=list(turns), job=reading.diagnosis,
-                            bundle=bundle)
+        question = intake(Received(text=text, reading=reading, logs=paths, bundle=bundle, history=list(turns),
+                                   probes=self.options.host_probes))
         upload_name = Path(log_file).name if log_file else ""
         chat.append({"role": "user", "content": shown(question.text + (f"\n\n📎 {upload_name}" if upload_name else ""))})
         turn_number = sum(1 for m in chat if m.get("role") == "user")
@@ -171,11 +175,15 @@ class WebChat:
                              "metadata": {"title": "notice", "status": "done"}})
             elif isinstance(event, FinalAnswer):
                 answer = event.answer
-                text_shown = shown(answer.answer)
-                # The answer right under the question, its verdict in view; the probes and notices that made it
-                # follow it, folded (they used to push the cause and the first fix below the chat's fold).
+                text_shown = shown(answer.shown)  # the brief answer, as the CLI shows it (agent.brief)
+                # The answer right under the question, its verdict in view; the whole answer, the probes and the
+                # notices that made it follow it, folded (they used to push the cause and the first fix below the
+                # chat's fold).
                 made_it = [m for i, m in enumerate(chat[turn_start:], turn_start) if i != streamed]
-                chat = [*chat[:turn_start], {"role": "assistant", "content": text_shown}, *made_it]
+                whole = [{"role": "assistant", "content": shown(answer.answer),
+                          "metadata": {"title": f"📄 {say('slack_full_answer', answer.lang)}", "status": "done"}}
+                         ] if answer.shown != answer.answer else []
+                chat = [*chat[:turn_start], {"role": "assistant", "content": text_shown}, *whole, *made_it]
                 answers.append({"index": turn_start, "answer": answer.to_json(),
                                 "shown": text_shown, "texts": {c.chunk_id: c.text for c in answer.citations},
                                 "turn": turn_number})
@@ -242,6 +250,9 @@ class WebChat:
         return "That message is not an answer."
 
     def probe_report(self) -> str:
+        """The server host's probes, where its operator turned them on (``host_probes``); else how to show yours."""
+        if not self.options.host_probes:
+            return f"<em>{html.escape(say('web_host_probes_off', 'en'))}</em>"
         from agent.diagnose import ProbeRequest, probe_context
         from tools.registry import run_probes
 
@@ -254,7 +265,8 @@ class WebChat:
             return {"error": "empty question"}
         from tools.redact import mask_json
 
-        return dict(mask_json(self.troubleshooter.ask(Question(text=text)).to_json()))
+        asked = intake(Received(text=text, probes=self.options.host_probes))
+        return dict(mask_json(self.troubleshooter.ask(asked).to_json()))
 
 
 def _answer_from_json(data: dict[str, Any]) -> Answer:
@@ -263,5 +275,5 @@ def _answer_from_json(data: dict[str, Any]) -> Answer:
     return Answer(
         question=data["question"], answer=data["answer"],
         citations=[Citation(c["n"], c["source"], c["section"], c["chunk_id"], c["score"]) for c in data["citations"]],
-        findings=[], no_match=data["no_match"], backend=data.get("backend", "offline"),
+        findings=[], no_match=data["no_match"], backend=data.get("backend", "offline"), lang=data.get("language", "en"),
     )

@@ -200,10 +200,11 @@ def citation_items(answer: dict[str, Any]) -> str:
     items = []
     for c in answer["citations"]:
         text = answer.get("texts", {}).get(c["chunk_id"], "")
-        cited_as = f"{c['section']} [{c['lang']}]" if c.get("lang") else c["section"]
+        cited_as = (c.get("named") or c["section"]) + (f" [{c['lang']}]" if c.get("lang") else "")
         items.append(
-            f"<details><summary class='traindoc-source' data-n='{int(c['n'])}'>[{int(c['n'])}] "
-            f"{html_text(Path(c['source']).name)} › {html_text(cited_as)}</summary>"
+            f"<details><summary class='traindoc-source' data-n='{int(c['n'])}' "
+            f"data-source='{html_text(Path(c['source']).name)}'>[{int(c['n'])}] "
+            f"{html_text(cited_as)}</summary>"
             f"<div class='traindoc-section'>{rendered(with_notes(text, tuple(c.get('notes') or ())))}</div></details>")
     return "".join(items) or "<em>No sources for this answer.</em>"
 

@@ -20,7 +20,7 @@ from agent.llm.grounding import ground
 from agent.llm.loop import run_loop
 from agent.llm.toolbox import Toolbox
 from common.errors import TraindocError
-from common.language import language_of, say
+from common.language import say
 from common.redaction import Redactor
 from common.settings import Settings
 
@@ -40,7 +40,7 @@ def answer_with_model(
     model: Any | None = None,
 ) -> Answer:
     started = time.perf_counter()
-    lang = language_of(question.text)
+    lang = question.language
     redactor = Redactor(mode="strict" if settings.redact_mode == "strict" else "default")
     toolbox = Toolbox(retriever=retriever, probe_context=probe_context, redactor=redactor,
                       probe_names=probe_names, on_event=on_event, top_k=settings.top_k, job=question.job,
@@ -84,5 +84,5 @@ def answer_with_model(
         no_match=not grounded.citations and not toolbox.chunks, backend=describe(settings),
         timings_ms={"total": (time.perf_counter() - started) * 1000}, id=question.id, steps=steps,
         grounded=grounded.grounded, diagnosis=toolbox.live_job or question.job,  # traindoc's own, never the model's
-        mode="agent",
+        mode="agent", lang=lang,
     )

@@ -27,7 +27,7 @@ from agent.llm.grounding import ground_numbers
 from agent.llm.loop import _text
 from agent.llm.toolbox import _cut
 from common.errors import TraindocError
-from common.language import Lang, language_of, say
+from common.language import Lang, say
 from common.redaction import Redactor
 from common.settings import Settings
 from jobs.render import diagnosis_text
@@ -139,7 +139,7 @@ def messages_for(facts: Facts, given: list[Fact], redactor: Redactor, lang: Lang
 
 def explain(settings: Settings, facts: Facts, on_event: EventSink, model: Any | None = None) -> Answer:
     started = time.perf_counter()
-    lang = language_of(facts.question.text)
+    lang = facts.question.language
     redactor = Redactor(mode="strict" if settings.redact_mode == "strict" else "default")
     numbered = number_facts(facts, redactor)
     _announce(facts, on_event)
@@ -243,5 +243,5 @@ def _answer(settings: Settings, facts: Facts, given: list[Fact], text: str, reda
         question=facts.question.text, answer=answer_text, citations=[c for c in facts.citations if c.n in kinds],
         findings=findings, no_match=facts.no_match, backend=describe(settings), timings_ms=timings,
         error_lines=facts.errors, recognised=facts.recognised, id=facts.question.id, steps=steps,
-        grounded=bool(used), diagnosis=facts.job, mode="explain",
+        grounded=bool(used), diagnosis=facts.job, mode="explain", lang=facts.question.language,
     )

@@ -18,7 +18,7 @@ from agent.llm.backends import describe
 from agent.llm.capability import load, measure_tool_calls, remember
 from agent.llm.failure import NO_TOOL_USE, ModelFailure, translate
 from common.errors import TraindocError
-from common.language import language_of, say
+from common.language import say
 from common.settings import Settings
 
 
@@ -55,7 +55,7 @@ def answer_with_llm(settings: Settings, question: Any, on_event: EventSink, *, m
 def _explain_instead(settings: Settings, question: Any, failure: ModelFailure, on_event: EventSink,
                      explain: Callable[[], Answer]) -> Answer:
     remember(settings, f"a question the model answered with: {failure.kind}", tool_calls=False)
-    notice = say("explain_instead", language_of(question.text), failure=failure.describe(language_of(question.text)))
+    notice = say("explain_instead", question.language, failure=failure.describe(question.language))
     on_event(Notice(notice))  # a front end drops whatever the agent had streamed
     answer = explain()
     answer.notice = notice

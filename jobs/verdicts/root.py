@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import re
 
-from jobs import wording
+from common.language import Lang, say
 from jobs.codes import meanings
 from jobs.diagnosis import RootCause, clip
 from jobs.events import Event
-from jobs.timeline import JobTimeline, clock, sort_key
+from jobs.timeline import JobTimeline, sort_key
 from jobs.verdict import Verdict
+from jobs.wording import both, clock, pair
 
-# What to look at next for a kind whose fix is on the machine, not in the code or the documents.
+# What to look at next for a kind whose fix is on the machine, not in the code or the documents (phrase keys).
 CHECKS = {
-    "host_oom": [
-        "`dmesg -T | grep -i -E 'killed process|out of memory'` on that node: the OOM killer's line names the process "
-        "and how much RAM it held",
-        "the job's memory limit, not only the machine's: `cat /sys/fs/cgroup/memory.max` in the container, Slurm's "
-        "`--mem`/`--mem-per-cpu`, the pod's memory limit",
-        "what holds the RAM: every rank loading the whole dataset or a full model copy, DataLoader workers "
-        "(`num_workers` x `prefetch_factor` batches each), CPU offload of optimizer states or parameters",
-    ],
+    "host_oom": ("jobs.check.host_oom.dmesg", "jobs.check.host_oom.limit", "jobs.check.host_oom.holders"),
 }
 NEAR = 400  # lines: how far apart a logged message and the traceback it is printed with may be
 
@@ -40,13 +34,13 @@ def read(timeline: JobTimeline, question: str) -> Verdict | None:
     # "Last error: Bootstrap : no socket interface found"), and NCCL's warnings on the same rank just before it.
     warned = [e.line for e in same_rank if "NCCL WARN" in e.line and 0 < chosen.order - e.order < 200][-2:]
     naming = list(dict.fromkeys([*chosen.detail, *warned]))
+    summary, chinese = both(_summary, chosen, every)
     root = RootCause(
-        category=chosen.category, rank=rank, summary=_summary(chosen, every), host=chosen.host,
+        category=chosen.category, rank=rank, summary=summary, host=chosen.host,
         evidence=[chosen.line, *chosen.frames[-3:], *naming], where=chosen.where, confidence=_confidence(chosen, roots),
     )
-    checks = list(zip(CHECKS.get(chosen.category, []), wording.CHECKS.get(chosen.category, []), strict=True))
-    return Verdict(root, wording.root_summary(chosen, every, _raised(chosen)), culprit=chosen, blamed=rank,
-                   next_evidence=checks, search_lines=[chosen.line, *naming])
+    checks = [pair(key) for key in CHECKS.get(chosen.category, ())]
+    return Verdict(root, chinese, culprit=chosen, blamed=rank, next_evidence=checks, search_lines=[chosen.line, *naming])
 
 
 def _earliest(events: list[Event]) -> Event:
@@ -79,23 +73,31 @@ def _raised(event: Event) -> bool:
     return event.category == "exception" or bool(re.match(r"^[\w.]+(Error|Exception)\b", event.line))
 
 
-def _summary(event: Event, every: bool) -> str:
-    who = "every rank" if every else (f"rank {event.rank}" if event.rank is not None else "the job")
-    host = f" on {event.host}" if event.host and not every else ""
+def _summary(lang: Lang, event: Event, every: bool) -> str:
+    """"rank 1 on node3 raised KeyError: 'x' in collate (train.py:9) at 10:01:02" in ``lang``."""
+    if every:
+        who = say("jobs.every_rank", lang)
+    else:
+        who = say("jobs.rank", lang, rank=event.rank) if event.rank is not None else say("jobs.the_job", lang)
+    host = say("jobs.on_host", lang, host=event.host) if event.host and not every else ""
     place = ""
     if event.where:
-        place = f" in {event.func} ({event.where})" if event.func and event.func != "<module>" else f" at {event.where}"
-    verb = "raised" if _raised(event) else "reported"
-    return f"{who}{host} {verb} {clip(event.line)}{place}{clock(event.time)}{_meaning(event)}"
+        place = (say("jobs.root.in_function", lang, func=event.func, where=event.where)
+                 if event.func and event.func != "<module>" else say("jobs.root.at", lang, where=event.where))
+    line = (event.line_zh if lang == "zh" else "") or event.line  # the line as printed, or its words in Chinese
+    verb = say("jobs.root.raised" if _raised(event) else "jobs.root.reported", lang)
+    meaning = _meaning(event)
+    return say("jobs.root", lang, who=who, host=host, verb=verb, line=clip(line), place=place, clock=clock(event.time, lang),
+               meaning=say("jobs.root.meaning", lang, meaning=meaning) if meaning else "")
 
 
 def _meaning(event: Event) -> str:
     """What the line means where it does not say it (an argparse error: whose parser; a missing interface: which
-    variable; a CUDA error code: what it is), after the line as printed."""
+    variable; a CUDA error code: what it is), after the line as printed (the English summary says it; the Chinese one leaves it out)."""
     if event.meaning:
-        return f": {event.meaning}"
+        return event.meaning
     if event.category == "cuda_error" and (codes := meanings([event.line, *event.detail], most=1)):
-        return f": {codes[0].said('en')}"
+        return codes[0].said("en")
     return ""
 
 

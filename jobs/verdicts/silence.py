@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from jobs import wording
 from jobs.diagnosis import HANG_WORDS, RootCause
 from jobs.timeline import JobTimeline
 from jobs.verdict import Verdict
 from jobs.verdicts.waits import NEXT_EVIDENCE
+from jobs.wording import pair
 
 LAUNCH_WORDS = re.compile(r"(?i)Starting elastic_operator|rendezvous|torchrun|torch\.distributed\.run|Using nproc_per_node|master_addr")
 
@@ -21,14 +21,10 @@ def read(timeline: JobTimeline, question: str) -> Verdict | None:
     last = job.last_line or ""
     launched_only = job.worker_lines == 0 and LAUNCH_WORDS.search(last) is not None
     if launched_only or (job.worker_lines == 0 and job.lines > 0):
-        summary = ("the log stops after the launch with no output from any rank: the launcher is most likely "
-                   "waiting at rendezvous for nodes (or ranks) that never joined")
+        summary, chinese = pair("jobs.silence.rendezvous")
         root = RootCause("rendezvous", None, summary, evidence=[last[:240]] if last else [], confidence=0.5)
-        chinese = wording.RENDEZVOUS
     else:
-        summary = (f"the log ends without an error while the job hangs; the last line was: {last[:160]!r}. "
-                   "The log alone cannot tell where each rank waits")
+        summary, chinese = pair("jobs.silence.no_error", last=last[:160])
         root = RootCause("unknown", None, summary, evidence=[last[:240]] if last else [], confidence=0.2)
-        chinese = wording.ended_without_error(last)
-    return Verdict(root, chinese, next_evidence=list(zip(NEXT_EVIDENCE, wording.NEXT_EVIDENCE, strict=True)),
+    return Verdict(root, chinese, next_evidence=[pair(key) for key in NEXT_EVIDENCE],
                    search_lines=["hang " + last[:200]], consequences=False)

@@ -8,24 +8,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from jobs import wording
+from common.language import Lang, say
 from jobs.diagnosis import RootCause, ranks_text
 from jobs.events import Event
-from jobs.timeline import JobTimeline, clock, sort_key, waited_in
+from jobs.timeline import JobTimeline, sort_key, waited_in
 from jobs.verdict import Verdict
+from jobs.wording import both, clock, pair, rank_names
 
-NEXT_EVIDENCE = [
-    "a stack snapshot of every rank while it hangs: `traindoc hang` on the node (or `--debug-server URL` "
-    "when the job runs torch.distributed.debug.start_debug_server)",
-    "Flight Recorder dumps: TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
-    "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/nccl_trace_rank_, then `traindoc hang --fr-dir fr/`",
-    "TORCH_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints: which rank called what)",
-    "NCCL_DEBUG=INFO (NCCL's own view of each rank's connections)",
-]
-EVERY_RANKS_LOG = ("every rank's log, not only these lines: `ask --log DIR` reads a whole job's logs (torchrun's "
-                   "--log-dir, each node's files) and finds the rank that failed first")
-
-
+NEXT_EVIDENCE = ("jobs.next.stacks", "jobs.next.flight_recorder", "jobs.next.detail", "jobs.next.nccl_debug")  # phrase keys
+# How ranks waited, by (they timed out, the logs say where): phrase keys.
+WAITED = {(True, True): "jobs.waited.timed_out_in", (True, False): "jobs.waited.timed_out",
+          (False, True): "jobs.waited.lost_in", (False, False): "jobs.waited.lost"}
 TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(?P<a>\d+)|[Tt]imed out waiting (?P<b>\d+) ?ms|timeout of (?P<c>\d+) ?ms")
 
 
@@ -78,53 +71,32 @@ def read(timeline: JobTimeline, question: str) -> Verdict | None:
         others = sorted(r for r in calls if r != first.rank)
         other_calls = sorted({c for r, c in calls.items() if r != first.rank})
         limits = sorted({ms for e in events if e.rank in others and (ms := _timeout_ms(e)) is not None})
-        first_ms = _timeout_ms(first) or 0
-        summary = (f"rank {first.rank} timed out first{clock(first.time)}, in {calls.get(first.rank, 'a collective')} "
-                   f"(timeout {first_ms / 1000:g} s); {ranks_text(others)} {'was' if len(others) == 1 else 'were'} still "
-                   f"waiting then, in {' and '.join(other_calls)} of another process group (timeout "
-                   f"{', '.join(f'{ms / 1000:g}' for ms in limits)} s), which rank {first.rank} never reached: rank "
-                   f"{first.rank} is the straggler (its own collective did not complete: a long GPU kernel queued before "
-                   f"it, a hang in its other group, or other code), the others waited for it")
+        summary, chinese = both(_first_timed_out, first, calls.get(first.rank), others, other_calls,
+                                [ms / 1000 for ms in limits])
         root = RootCause("straggler", first.rank, summary, host=first.host,
                          evidence=[first.line[:240]] + [f"rank {r}: {c}" for r, c in sorted(calls.items())],
                          where=first.where, confidence=0.6)
-        chinese = wording.first_timed_out(first.rank, first.time, calls.get(first.rank, "一个集合通信"), first_ms / 1000,
-                                          others, other_calls, [ms / 1000 for ms in limits])
     elif len(set(calls.values())) > 1:
         counts = Counter(calls.values())
         minority_call = min(counts, key=lambda c: counts[c])
         minority = sorted(r for r, c in calls.items() if c == minority_call)
         rank = minority[0] if len(minority) == 1 else None
         majority_call = max(counts, key=lambda c: counts[c])
-        summary = (f"ranks waited in different collectives: {ranks_text(minority)} in {minority_call}, the others in "
-                   f"{majority_call}: the ranks do not call the same collectives in the same order")
-        finished = _left_the_loop(minority_call, majority_call)
-        if finished is not None:
-            done, busy = ("the others", ranks_text(minority)) if finished == "majority" else (ranks_text(minority), "the others")
-            summary += (f"; {done}, in the barrier, had most likely left their loop while {busy} still trained: a "
-                        "different number of batches per rank (uneven inputs: one DistributedSampler over the whole "
-                        "dataset with drop_last, or torch.distributed.algorithms.Join, evens them), or a collective "
-                        "only some ranks call")
+        summary, chinese = both(_mismatch, minority, minority_call, majority_call,
+                                _left_the_loop(minority_call, majority_call))
         root = RootCause("collective_mismatch", rank, summary, evidence=[f"rank {r}: {c}" for r, c in sorted(calls.items())],
                          confidence=0.6)
-        chinese = wording.mismatch(minority, minority_call, majority_call, finished)
     elif waited and len(suspects) >= 1 and len(suspects) < max(2, len(world)):
         rank = min(suspects) if len(suspects) == 1 else None
         where = Counter(calls.values()).most_common(1)[0][0] if calls else (collective or "a collective")
-        state = " and was stopped by the launcher" if suspects <= stopped else ""
         if any(e.category == "collective_timeout" for e in events):
-            summary = (f"{ranks_text(suspects)} never reached {where}{state}, while {ranks_text(waited)} waited there and "
-                       f"timed out: {ranks_text(suspects)} is the straggler (slow, stuck or in other code)")
+            summary, chinese = both(_never_reached, suspects, where, suspects <= stopped, waited)
             evidence = f"{ranks_text(waited)} timed out in {where}"
-            chinese = wording.never_reached(sorted(suspects), where, bool(state), sorted(waited))
         else:  # no one timed out: the peers' connections to it closed, it went away without a word
             lost_in = Counter(waited_in(e) for e in events if e.category == "peer_closed" and (e.call or e.where))
             where = lost_in.most_common(1)[0][0] if lost_in else where
-            summary = (f"{ranks_text(suspects)} stopped without an error of its own, while {ranks_text(waited)} lost the "
-                       f"connection to a peer in {where}: {ranks_text(suspects)} most likely died (killed by a signal: the "
-                       f"OOM killer's SIGKILL, a segfault; the launcher's console or `dmesg -T` names it)")
+            summary, chinese = both(_died_quietly, suspects, where, waited)
             evidence = f"{ranks_text(waited)} lost the connection to a peer in {where}"
-            chinese = wording.died_quietly(sorted(suspects), where, sorted(waited))
         root = RootCause("straggler", rank, summary, evidence=[evidence], confidence=0.65 if rank is not None else 0.45)
     else:
         lost_in = Counter(waited_in(e) for e in events if e.category == "peer_closed" and (e.call or e.where))
@@ -138,7 +110,37 @@ def read(timeline: JobTimeline, question: str) -> Verdict | None:
 
 
 def _next_evidence() -> list[tuple[str, str]]:
-    return list(zip(NEXT_EVIDENCE, wording.NEXT_EVIDENCE, strict=True))
+    return [pair(key) for key in NEXT_EVIDENCE]
+
+
+def _first_timed_out(lang: Lang, first: Event, call: str | None, others: list[int], other_calls: list[str],
+                     limits: list[float]) -> str:
+    """The rank that timed out first, in another process group than the others' (``_first_of_groups``)."""
+    return say("jobs.waits.first_timed_out", lang, rank=first.rank, clock=clock(first.time, lang),
+               call=call or say("jobs.a_collective", lang), seconds=(_timeout_ms(first) or 0) / 1000,
+               others=rank_names(others, lang), was=say("jobs.was" if len(others) == 1 else "jobs.were", lang),
+               calls=say("jobs.list_and", lang).join(other_calls),
+               limits=say("jobs.list_sep", lang).join(f"{s:g}" for s in limits))
+
+
+def _mismatch(lang: Lang, minority: list[int], minority_call: str, majority_call: str, finished: str | None) -> str:
+    said = say("jobs.waits.mismatch", lang, minority=rank_names(minority, lang), minority_call=minority_call,
+               majority_call=majority_call)
+    if finished is None:
+        return said
+    names, others = rank_names(minority, lang), say("jobs.the_others", lang)
+    done, busy = (others, names) if finished == "majority" else (names, others)
+    return said + say("jobs.waits.left_the_loop", lang, done=done, busy=busy)
+
+
+def _never_reached(lang: Lang, suspects: set[int], where: str, stopped: bool, waited: set[int]) -> str:
+    return say("jobs.waits.never_reached", lang, suspects=rank_names(suspects, lang), where=where,
+               stopped=say("jobs.waits.stopped_by_launcher", lang) if stopped else "", waited=rank_names(waited, lang))
+
+
+def _died_quietly(lang: Lang, suspects: set[int], where: str, waited: set[int]) -> str:
+    return say("jobs.waits.died_quietly", lang, suspects=rank_names(suspects, lang), where=where,
+               waited=rank_names(waited, lang))
 
 
 def _left_the_loop(minority_call: str, majority_call: str) -> str | None:
@@ -158,19 +160,18 @@ def _none_stands_out(timeline: JobTimeline, waited: list[int], where: str, first
     partial = not world_size or len(waited) < world_size
     events = timeline.events
     timed_out = any(e.category == "collective_timeout" for e in events)
-    how = "timed out" if timed_out else "lost the connection to a peer"
-    at = f" in {where}" if where else (" in a collective" if timed_out else "")
-    if partial and len(waited) == 1:
-        summary = (f"{ranks_text(waited)} {how}{at} and these logs show no other rank: they cannot tell which "
-                   f"rank it waited for (one that failed or fell behind first, or a network fault)")
-    else:
-        who = f"{ranks_text(waited)} (every rank these logs show)" if partial and waited else "every rank"
-        summary = (f"{who} {how}{at} and none stands out: the logs cannot tell which rank is "
-                   f"behind (a network fault, or a rank stuck inside the same collective)")
+    summary, chinese = both(_alike, waited, where, partial, timed_out)
     root = RootCause("unknown", None, summary, evidence=[e.line for e in events[:2]], confidence=0.2)
-    shown = waited if partial else None
-    chinese = wording.one_rank_timed_out(waited[0], where, timed_out) if partial and len(waited) == 1 else \
-        wording.none_stands_out(where, shown, timed_out)
-    ask_more = [(EVERY_RANKS_LOG, wording.EVERY_RANKS_LOG)] if partial and len(waited) < 2 else []
+    ask_more = [pair("jobs.next.every_ranks_log")] if partial and len(waited) < 2 else []
     return Verdict(root, chinese, culprit=first, next_evidence=ask_more + _next_evidence(),
                    search_lines=[e.line for e in events[:3]], explains=False)
+
+
+def _alike(lang: Lang, waited: list[int], where: str, partial: bool, timed_out: bool) -> str:
+    """Every rank the logs show waited alike: which ones, and that the logs cannot tell more."""
+    how = say(WAITED[timed_out, bool(where)], lang, where=where)
+    if partial and len(waited) == 1:
+        return say("jobs.waits.alone", lang, who=rank_names(waited, lang), waited=how)
+    who = say("jobs.waits.every_rank_shown", lang, ranks=rank_names(waited, lang)) if partial and waited else \
+        say("jobs.every_rank", lang)
+    return say("jobs.waits.none_stands_out", lang, who=who, waited=how)

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-import agent.crossval as crossval
-from agent.crossval import Record, cross_validate, fit, folds, score
+import evaluation.crossval as crossval
 from corpus.answerability import FEATURES, AnswerabilityModel, Evidence
+from evaluation.crossval import Record, cross_validate, fit, folds, score
 
 
 def _records(n_pos: int = 30, n_neg: int = 10, seed: int = 0) -> list[Record]:
@@ -134,7 +134,7 @@ def test_training_reports_are_read_against_a_real_index_and_left_out_without_the
 
 
 def test_grouped_folds_never_split_a_thread_or_a_section() -> None:
-    from agent.crossval import Record, folds, group_of
+    from evaluation.crossval import Record, folds, group_of
 
     records = [Record(f"c{i}", i % 3 != 0, 0 if i % 3 else None, (), lang="en", thread=f"t{i // 4}",
                       section=f"doc > h{i // 6}" if i % 3 else f"none: t{i // 4}", document="doc")

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.crossval_answers import held_out_answers
+from evaluation.crossval_answers import held_out_answers
 
 CASES = [
     {"id": "port", "query": "torchrun: RuntimeError: The server socket has failed to listen on any local network "

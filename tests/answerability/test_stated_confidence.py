@@ -7,8 +7,8 @@ import math
 import random
 from dataclasses import replace
 
-from agent.crossval import Record, _platt, fit
 from corpus.answerability import FEATURES, AnswerabilityModel, Evidence, default_models
+from evaluation.crossval import Record, _platt, fit
 
 
 def _overconfident(n: int = 400, seed: int = 0) -> list[tuple[float, bool]]:

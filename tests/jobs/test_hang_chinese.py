@@ -273,7 +273,7 @@ def test_ask_in_chinese_about_the_hung_job_leads_with_the_chinese_snapshot(strag
     text = answer["answer"][answer["answer"].index("\n### ") + 1:]
     assert text.startswith("### 各个 rank 当前在做什么"), text[:200]
     lead = text[:text.index("###", 5)]
-    assert f"**根本原因（straggler，rank 1，置信度 0.8）**：{_chinese_summary()}" in lead, lead  # bold CommonMark renders
+    assert f"**根本原因（straggler，rank 1）**：{_chinese_summary()}" in lead, lead  # bold CommonMark renders
     assert "rank 0 和 2 只是在等待" in lead and "**还需要哪些证据：**" in lead
     assert not _english_left(lead), lead  # the evidence fence and the collective's code span stay as printed
     assert straggler.alive()

@@ -27,11 +27,13 @@ SAMPLES: dict[str, str] = {
     "TRAINDOC_WEB_AUTH": "u:p", "TRAINDOC_WEB_MAX_UPLOAD_MB": "4", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1",
     "SLACK_SIGNING_SECRET": "s", "SLACK_API_URL": "http://127.0.0.1:3/api/", "TRAINDOC_SLACK_CHANNELS": "C1,C2",
     "TRAINDOC_SLACK_RATE": "2", "TRAINDOC_SLACK_MAX_FILE_MB": "5", "TRAINDOC_SLACK_PROBES": "host",
+    "TRAINDOC_WEB_PROBES": "host",
     "TRAINDOC_SLACK_COMMAND_VISIBILITY": "channel", "TRAINDOC_MAX_LOG_GB": "3", "TRAINDOC_WEB_HISTORY_DAYS": "7",
 }
 # A value each entry point must refuse, in the one line naming the variable, before it starts anything.
 INVALID = {"TRAINDOC_PROBE_TIMEOUT": "soon", "TRAINDOC_MAX_BUNDLE_MB": "big", "TRAINDOC_WEB_MAX_UPLOAD_MB": "-1",
-           "TRAINDOC_SLACK_RATE": "fast", "TRAINDOC_SLACK_PROBES": "everywhere", "TRAINDOC_LLM_MODE": "psychic",
+           "TRAINDOC_SLACK_RATE": "fast", "TRAINDOC_SLACK_PROBES": "everywhere", "TRAINDOC_WEB_PROBES": "yes",
+           "TRAINDOC_LLM_MODE": "psychic",
            "TRAINDOC_BACKEND": "telepathy", "TRAINDOC_MAX_DOC_MB": "0"}
 ENTRY_POINTS = {
     "ask": ("ask", "--no-probes", "why is NCCL hanging"),
@@ -59,7 +61,7 @@ def test_every_documented_variable_is_a_setting_and_every_setting_is_documented(
 
 def test_no_module_reads_a_variable_behind_the_settings_back() -> None:
     offenders = []
-    for package in ("agent", "common", "corpus", "tools", "jobs", "ui"):
+    for package in ("agent", "common", "corpus", "tools", "jobs", "ui", "evaluation"):
         for path in (ROOT / package).rglob("*.py"):
             if path.name == "settings.py" and package == "common":
                 continue

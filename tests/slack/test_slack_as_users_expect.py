@@ -238,3 +238,24 @@ def test_a_new_question_in_the_thread_starts_fresh(bot: Bot) -> None:
     first_source = sources_of(answer).split("\n")[1]
     assert "out of memory" not in first_source.lower() and "train.log" not in blocks_text(answer), first_source
     assert "NCCL" in sources_of(answer)
+
+
+# -- one screen first, the rest a click away (issue 38 point 3) -------------------------------------------------
+
+def test_the_first_message_is_the_brief_answer_and_the_full_one_is_a_click_away(bot: Bot) -> None:
+    parent, user, first = oom_thread(bot)
+    shown = blocks_text(first)
+    assert "Checks that confirm it" not in shown, "checks are behind the Full answer button"
+    labels = [e["text"]["text"] for b in first["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert "Full answer" in labels
+    rows = sum(max(1, -(-len(line) // 60)) for line in shown.splitlines())  # a laptop's Slack pane: ~60 columns
+    assert rows <= 60, shown
+
+    full = buttons(first)["traindoc_full_answer"]
+    before = len(bot.fake.calls("chat.postMessage"))
+    payload = click("traindoc_full_answer", full, thread_ts=parent, user=user)
+    assert bot.form({"payload": json.dumps(payload)}).status == 200
+    posted = bot.fake.wait_for("chat.postMessage", count=before + 1)[before:]
+    whole = next(c.params for c in posted if "Checks that confirm it" in blocks_text(c.params))
+    assert whole["channel"] == "C1" and whole["thread_ts"] == parent
+    assert "CUDA out of memory" in blocks_text(whole) and "traindoc_full_answer" not in buttons(whole)

@@ -82,9 +82,9 @@ def test_mention_gets_eyes_then_a_threaded_answer_with_sources_and_feedback_butt
     sources = text[text.index("*Sources*"):]
     assert CORPUS_SOURCE.search(sources) and not HASH_NAME.search(sources), sources
     assert "NCCL" in sources
-    assert set(buttons(answer)) == {"traindoc_feedback_up", "traindoc_feedback_down"}
+    assert set(buttons(answer)) == {"traindoc_feedback_up", "traindoc_feedback_down", "traindoc_full_answer"}
     labels = [e["text"]["text"] for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert labels == [":+1:", ":-1:"]
+    assert labels == [":+1:", ":-1:", "Full answer"], "the first message is the brief answer: the rest a click away"
     assert "Probe findings" not in text, "the bot's own host is not probed unless TRAINDOC_SLACK_PROBES=host"
 
 
@@ -231,7 +231,12 @@ def test_secrets_in_a_question_never_reach_slack(bot: Bot) -> None:
                 f"RuntimeError: NCCL error in all_reduce, posting with {slack}\n"
                 f"RuntimeError: NCCL communicator aborted, OPENAI_API_KEY={openai}")
     ts, answer = ask(bot, question)
-    assert re.search(r"\[[A-Z_]+_\d+\]", blocks_text(answer)), "the error lines are shown, with their secrets masked"
+    before = len(bot.fake.calls("chat.postMessage"))  # the whole answer (its error lines) a click away
+    payload = action_payload("traindoc_full_answer", buttons(answer)["traindoc_full_answer"], ts)
+    assert bot.form({"payload": json.dumps(payload)}).status == 200
+    full = bot.fake.wait_for("chat.postMessage", count=before + 1)[before:][0].params
+    shown = blocks_text(answer) + blocks_text(full)
+    assert re.search(r"\[[A-Z_]+_\d+\]", shown), "the error lines are shown, with their secrets masked"
     sent = bot.fake.all_bodies() + json.dumps([c.params for c in bot.fake.calls()])
     for secret in (hf, slack, openai):
         assert secret not in sent

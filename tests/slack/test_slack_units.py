@@ -235,6 +235,7 @@ def test_the_bots_own_replies_follow_the_askers_language() -> None:
 def test_a_chinese_askers_answer_has_every_label_and_button_in_chinese() -> None:
     answer = sample_answer("### 原因\n显存不足", n_citations=1, findings=1)
     answer.question = "训练时显存不足怎么办？"
+    answer.lang = "zh"  # decided once, by the intake, and carried on the answer to every renderer
     answer.notice = "新文档正在索引"
     _, blocks = answer_blocks(answer, "a1b2c3", probes_button=True, share_button=True)
     shown = "\n".join(texts(blocks))

@@ -52,10 +52,10 @@ LINKS = (f"mail ops@{ATTACKER} or a.b+c@{ATTACKER}, see http://{ATTACKER}/help h
 
 
 def test_log_text_makes_no_link_and_shows_an_override(web_page, tmp_path: Path) -> None:
-    """The log's first error line is the question when none is typed: shown as text, outside any code."""
+    """The log's root cause (its error line) is the question when none is typed: shown as text, outside any code."""
     log = tmp_path / "spoof.log"
-    log.write_text(f"step 1 loss 2.3\nRuntimeError: CUDA error: out of memory in {SPOOF} \u200bhidden {LINKS} "
-                   f"{EMOJI[0]} {EMOJI[1]}\n", encoding="utf-8")
+    log.write_text(f"step 1 loss 2.3\nRuntimeError: CUDA error: out of memory in {SPOOF} {EMOJI[0]} {EMOJI[1]} "
+                   f"\u200bhidden {LINKS}\n", encoding="utf-8")
     page = web_page.page
     page.set_input_files("#log input[type=file]", str(log))
     page.locator("#log", has_text="spoof").wait_for()

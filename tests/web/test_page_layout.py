@@ -65,7 +65,7 @@ def test_an_answer_opens_at_its_top_and_its_markers_open_rendered_sources(open_p
         assert box["width"] >= 0.6 * chat["width"], (box, chat)
 
     text = _popover_for(page, 0)
-    assert text.startswith("[1] ") and "port_in_use.md" in text.splitlines()[0], text[:200]
+    assert text.startswith("[1] ") and "port is already in use" in text.splitlines()[0], text[:200]
     pop = page.locator("#traindoc-cite-pop")
     assert pop.locator(".traindoc-section h3, .traindoc-section p").count() > 0  # rendered Markdown
     assert pop.locator(".traindoc-section code").count() > 0
@@ -85,9 +85,9 @@ def test_every_answer_keeps_its_own_sources(open_page) -> None:
     assert groups.count() == 2
     assert groups.first.get_attribute("open") is not None and groups.nth(1).get_attribute("open") is None
     assert "Answer 2" in groups.first.locator("summary").first.inner_text()
-    assert "cuda_oom.md" in _popover_for(page, 1).splitlines()[0]  # the second answer's [1]
+    assert "CUDA out of memory" in _popover_for(page, 1).splitlines()[0]  # the second answer's [1]
     page.keyboard.press("Escape")
-    assert "port_in_use.md" in _popover_for(page, 0).splitlines()[0]  # the first answer's [1], still there
+    assert "port is already in use" in _popover_for(page, 0).splitlines()[0]  # the first answer's [1], still there
     page.mouse.click(5, 5)  # a click outside closes it
     page.locator("#traindoc-cite-pop").wait_for(state="detached")
 
@@ -109,7 +109,7 @@ def test_examples_on_the_empty_page_and_an_uploaded_log_stays_with_its_question(
     ask(page, "how do I fix it?")
     first_line = last_answer(page).strip().splitlines()[0]
     assert first_line.startswith("↩ Using the log uploaded with your earlier question (example-oom-2-ranks.log)")
-    assert "cuda_oom.md" in page.locator("#sources .traindoc-turn").first.inner_text()
+    assert "CUDA out of memory" in page.locator("#sources .traindoc-turn").first.inner_text()
 
     ask(page, "训练卡住了怎么办")  # a new question: the OOM log is not triaged again
     fresh = last_answer(page)

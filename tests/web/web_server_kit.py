@@ -171,7 +171,8 @@ def wait_for_turn(page: Any, question: str, *, before: list[int], expect_error: 
     if answered == expect_error:
         toasts = page.locator(".toast-body").all_inner_texts()
         raise AssertionError(f"expected {'an error' if expect_error else 'an answer'} to {question!r}; "
-                             f"status {page.inner_text('#status')!r}, toasts {toasts}, chat ends {page.inner_text('#chat')[-400:]!r}")
+                             f"counts {before} -> {_counts(page)}, status {page.inner_text('#status')!r}, "
+                             f"toasts {toasts}, chat ends {page.inner_text('#chat')[-400:]!r}")
 
 
 def last_answer(page: Any) -> str:
@@ -193,3 +194,9 @@ def latest_sources(page: Any) -> Any:
 
 def source_summaries(page: Any) -> list[str]:
     return [s.strip() for s in latest_sources(page).locator(".traindoc-source").all_inner_texts()]
+
+
+def source_files(page: Any) -> list[str]:
+    """The file each source of the latest answer is (its ``data-source``: the page shows titles, never file names)."""
+    sources = latest_sources(page).locator(".traindoc-source")
+    return [sources.nth(i).get_attribute("data-source") or "" for i in range(sources.count())]

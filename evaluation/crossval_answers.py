@@ -1,6 +1,6 @@
 """`traindoc eval --cv K --answers`: every held-out report asked end to end, with its fold's answerability model.
 
-The cross-validation rows of agent.crossval score the documents' sections as retrieval and the answerability model
+The cross-validation rows of evaluation.crossval score the documents' sections as retrieval and the answerability model
 decide them. A user reads more than that: the runbook a diagnosis, a pasted message or a hang stage chooses leads,
 and the sections after it are the ones about the same failure (agent.lead). This row runs the whole answer
 (`Troubleshooter.ask`, probes off) for each held-out report, the answerability model fitted on the other folds
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent.eval_cases import first_hit
+from evaluation.cases import first_hit
 
 
 def held_out_answers(troubleshooter: Any, cases: Sequence[dict[str, Any]], parts: Sequence[Sequence[int]],

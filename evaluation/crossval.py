@@ -2,10 +2,10 @@
 
 Retrieval runs once per case; the answerability model (its weights and its threshold) is fitted on
 k-1 folds and scored on the held-out one, so no figure comes from a case its own decision was fitted
-on. Plain BM25 and plain dense are scored on the same folds. ``python -m agent.crossval --fit FILE``
+on. Plain BM25 and plain dense are scored on the same folds. ``python -m evaluation.crossval --fit FILE``
 fits on every case and writes the weights traindoc ships (corpus/data/answerability.json).
 
-Every fit also learns from traindoc's own training reports (agent/data/answerability_cases.jsonl: failures
+Every fit also learns from traindoc's own training reports (evaluation/data/answerability_cases.jsonl: failures
 written for this purpose, about half of them ones the built-in documents do not cover, in the words users
 use; no evaluation case is among them). They are never scored, so no figure comes from them; they are
 left out when the index does not hold the built-in documents their labels refer to.
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from agent.eval_cases import first_hit, load_cases, load_sets
 from corpus.answerability import FEATURES, SIGNS, AnswerabilityModel, Evidence
+from evaluation.cases import first_hit, load_cases, load_sets
 
 MAX_FALSE_NO_MATCH = 0.02  # of the answerable training cases, when the threshold is chosen
 L2 = 3.0  # on the standardised weights; chosen by cross-validation over both case sets
@@ -260,7 +260,7 @@ def cross_validate(by_mode: dict[str, list[Record]], k: int, seed: int = 0,
     failure family: every unanswerable case of the set was caught by a family written for its kind,
     a new one will not be, so this row is the honest estimate for failures nobody catalogued.
     ``training``: records added to every fold's fit and never scored (the training reports). ``answers``: given the
-    folds and their models, (refused, gold rank) per case from the whole answer (agent.crossval_answers): the
+    folds and their models, (refused, gold rank) per case from the whole answer (evaluation.crossval_answers): the
     "answers" row."""
     hybrid = by_mode["hybrid"]
     parts = folds(hybrid, k, seed, group)
@@ -416,8 +416,8 @@ FITTED_COMMENT = (
     "Answerability weights (corpus/answerability.py): a logistic model per embedding model over evidence that is "
     "relative to the knowledge base, the probability threshold under which the answer is no_match, and the calibration "
     "(a, b) of the confidence stated, sigmoid(a * logit(p) + b), fitted on the fit's inner held-out folds. Written by "
-    "`python -m agent.crossval --fit CASES.jsonl` from labelled cases (answerable or not); `traindoc eval --cv K` "
-    "measures the same fitting on held-out folds; every fit also learns from agent/data/answerability_cases.jsonl. "
+    "`python -m evaluation.crossval --fit CASES.jsonl` from labelled cases (answerable or not); `traindoc eval --cv K` "
+    "measures the same fitting on held-out folds; every fit also learns from evaluation/data/answerability_cases.jsonl. "
     "\"any\": no dense evidence, for a model named by the user."
 )
 

@@ -1,5 +1,5 @@
 """`traindoc eval`: the score.py metrics for traindoc, plus plain BM25 and plain dense baselines
-computed in the same run over the same chunks; with ``cv``, k-fold cross-validation (agent.crossval)."""
+computed in the same run over the same chunks; with ``cv``, k-fold cross-validation (evaluation.crossval)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.core import Question, Troubleshooter
-from agent.eval_cases import first_hit, load_sets
 from common.errors import InputError
+from evaluation.cases import first_hit, load_sets
 
 MODES = ("hybrid", "bm25", "dense")
 
@@ -21,12 +21,12 @@ MODES = ("hybrid", "bm25", "dense")
 def evaluate(troubleshooter: Troubleshooter, paths: Path | Sequence[Path], cv: int | None = None, seed: int = 0,
              group: str = "case", answers: bool = False) -> dict[str, Any]:
     """The metrics over the cases of ``paths``; with ``cv``, k-fold cross-validation whose folds never split a
-    ``group`` (agent.crossval.GROUPINGS: the case, its source thread, or its gold section), and with ``answers``
-    every held-out case also asked end to end with its fold's model (agent.crossval_answers)."""
+    ``group`` (evaluation.crossval.GROUPINGS: the case, its source thread, or its gold section), and with ``answers``
+    every held-out case also asked end to end with its fold's model (evaluation.crossval_answers)."""
     paths = [paths] if isinstance(paths, Path) else list(paths)
     if cv is not None:
-        from agent.crossval import collect, cross_validate, training_records
-        from agent.crossval_answers import held_out_answers
+        from evaluation.crossval import collect, cross_validate, training_records
+        from evaluation.crossval_answers import held_out_answers
 
         if cv < 2:
             raise InputError("--cv needs at least 2 folds")
@@ -95,7 +95,7 @@ def code_lines(markdown: str) -> int:
 
 def render_report(report: dict[str, Any], show_misses: bool = False) -> str:
     if "k" in report:
-        from agent.crossval import render
+        from evaluation.crossval import render
 
         return render(report, folds_too=show_misses)
     lines = [f"{report['cases']} cases, {report['answerable']} answerable", ""]

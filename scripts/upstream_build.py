@@ -1,7 +1,8 @@
 """Rebuild advice/data/upstream_names.json: the names NCCL, PyTorch, CUDA, DeepSpeed and vLLM define.
 
 A developer script, run by hand when upstream moves; nothing imports it at run time or in tests. Standard
-library only: it reads upstream snapshots and never imports or runs upstream code.
+library only: it reads upstream snapshots and never imports or runs upstream code. Its hand-curated tables live
+in data/upstream_tables.json beside it.
 
 What it reads (one argument each; every part is optional, a part left out keeps its namespace from the
 current JSON):
@@ -25,19 +26,19 @@ current JSON):
   ``fetch``). Flags of ``vllm serve`` from ``add_argument`` calls and ``FrontendArgs`` fields, ``EngineArgs``
   fields and ``LLM.__init__`` parameters as keyword arguments.
 
-CUDA's own variables cannot be extracted (the driver is closed source): they are curated below from the CUDA
-Programming Guide, the CUDA-GDB and MPS manuals, plus the CUDA_* names PyTorch's Python code reads.
+CUDA's own variables cannot be extracted (the driver is closed source): they are curated (the tables' ``cuda_known``)
+from the CUDA Programming Guide, the CUDA-GDB and MPS manuals, plus the CUDA_* names PyTorch's Python code reads.
 
 Refresh::
 
-    python -m advice.upstream_build --nccl /work/.mirror/NVIDIA+nccl/repo \\
+    python scripts/upstream_build.py --nccl /work/.mirror/NVIDIA+nccl/repo \\
         --deepspeed /work/.mirror/deepspeedai+DeepSpeed/repo \\
         --torch /tmp/torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl \\
         --vllm /tmp/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl --checked 2026-11-25
 
 (run it with the project's venv python: without ``--torch`` the DeepSpeed part reads torch/optim from the installed
 torch), then review the diff of the JSON: hand-curated parts (deprecations with their notes, ``not_read``, CUDA, sources)
-live in the CURATED_* tables below and are merged over what is extracted. ``--check`` only validates the JSON.
+live in scripts/data/upstream_tables.json and are merged over what is extracted. ``--check`` only validates the JSON.
 """
 
 from __future__ import annotations
@@ -57,8 +58,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).with_name("data") / "upstream_names.json"
+OUT = Path(__file__).resolve().parents[1] / "advice" / "data" / "upstream_names.json"
+TABLES = Path(__file__).with_name("data") / "upstream_tables.json"
 Entry = dict[str, Any]
+
+# --- curated data (merged over what is extracted; @COMMIT becomes the snapshot's short commit) ----------------
+# What each table holds: the JSON's "_comment".
+
+_CURATED: dict[str, Any] = json.loads(TABLES.read_text(encoding="utf-8"))
+CURATED_NAMESPACES: dict[str, Entry] = _CURATED["namespaces"]
+CURATED_NCCL_DEPRECATED: dict[str, Entry] = _CURATED["nccl_deprecated"]
+CURATED_NCCL_NOT_READ: dict[str, Entry] = _CURATED["nccl_not_read"]
+CURATED_TORCH_DEPRECATED: dict[str, Entry] = _CURATED["torch_deprecated"]
+CURATED_TORCH_NOT_READ: dict[str, Entry] = _CURATED["torch_not_read"]
+NOT_ENV_IN_SO: set[str] = set(_CURATED["torch_so_not_env"])
+CURATED_TORCHRUN_DEPRECATED: dict[str, Entry] = _CURATED["torchrun_deprecated"]
+CURATED_DS_DEPRECATED: dict[str, Entry] = _CURATED["deepspeed_deprecated"]
+CURATED_VLLM_DEPRECATED: dict[str, Entry] = _CURATED["vllm_deprecated"]
+CURATED_CUDA_KNOWN: list[str] = [name for names in _CURATED["cuda_known"].values() for name in names]
+CURATED_CUDA_DEPRECATED: dict[str, Entry] = _CURATED["cuda_deprecated"]
+EXPECT_KNOWN: dict[str, list[str]] = _CURATED["expect_known"]
+EXPECT_NOT_KNOWN: dict[str, list[str]] = _CURATED["expect_not_known"]
+EXPECT_DEPRECATED: dict[tuple[str, str], str] = {(ns_id, name): new for ns_id, name, new in _CURATED["expect_deprecated"]}
 
 # --- reading upstream snapshots -----------------------------------------------------------------------------
 
@@ -319,21 +340,6 @@ CPP_READ = re.compile(r"\b(?:getCvar(?:String|Int|Bool)|get_env|check_env|getenv
 CPP_ALIASES = re.compile(r"(?:std::vector<std::string>\s+\w+\s*=\s*|getCvar(?:String|Int|Bool)\(\s*)\{([^{}]*)\}")
 ENV_LIKE = re.compile(r"^[A-Z][A-Z0-9]*_[A-Z0-9_]+$")
 SO_STRING = re.compile(rb"(?<=\x00)((?:TORCH|PYTORCH)_[A-Z0-9_]{2,})(?=\x00)")
-# NUL-terminated strings in libtorch that are macro or symbol names, not variables (checked against the headers)
-NOT_ENV_IN_SO = {
-    "TORCH_CHECK_TENSOR_ALL",
-    "TORCH_CHECK_TENSOR_SUBTYPE",
-    "TORCH_FUNCTION_MODE_STACK",
-    "TORCH_GLOO_LAZY_",
-    "TORCH_LIBRARY",
-    "TORCH_LIBRARY_FRAGMENT",
-    "TORCH_LIBRARY_IMPL",
-    "TORCH_VERSION",
-    "TORCH_WARN",
-    "TORCH_WARN_DEPRECATION",
-    "TORCH_VEH",
-    "PYTORCH_TEST",
-}
 
 
 def torch_(tree: Tree) -> tuple[Entry, Entry, set[str]]:
@@ -609,41 +615,6 @@ def cuda(torch_cuda_reads: set[str]) -> Entry:
 
 NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*][^()]*\)[+*{]")
 
-EXPECT_KNOWN = {
-    "nccl_env": ["NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_DEBUG_SUBSYS", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_LEVEL"],
-    "torch_env": [
-        "TORCH_NCCL_BLOCKING_WAIT",
-        "TORCH_DISTRIBUTED_DEBUG",
-        "PYTORCH_CUDA_ALLOC_CONF",
-        "PYTORCH_ALLOC_CONF",
-        "TORCH_FR_BUFFER_SIZE",
-    ],
-    "cuda_env": ["CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_HOME"],
-    "torchrun_flags": ["--nproc-per-node", "--nproc_per_node", "--master_addr", "--use-env"],
-    "deepspeed_env": ["DS_SKIP_CUDA_CHECK", "DS_BUILD_OPS", "DS_ACCELERATOR", "DEEPSPEED_TIMEOUT"],
-    "deepspeed_launcher_flags": ["--num_gpus", "--hostfile", "--include"],
-    "deepspeed_config_keys": [
-        "train_micro_batch_size_per_gpu",
-        "zero_optimization",
-        "stage3_prefetch_bucket_size",
-        "offload_optimizer",
-        "lr",
-    ],
-    "vllm_engine_args": ["--gpu-memory-utilization", "--tensor-parallel-size", "-tp", "--max-model-len"],
-    "vllm_engine_kwargs": ["gpu_memory_utilization", "tensor_parallel_size"],
-}
-EXPECT_NOT_KNOWN = {
-    "nccl_env": ["NCCL_TIMEOUT", "NCCL_BACKEND"],
-    "deepspeed_launcher_flags": ["--zero_stage"],
-    "deepspeed_config_keys": ["zero_stage"],
-    "torch_env": ["TORCH_NCCL_ABORT_IN_DESTROY_PG", "TORCH_USE_CUDA_DSA"],
-}
-EXPECT_DEPRECATED = {
-    ("torch_env", "TORCH_NCCL_TRACE_BUFFER_SIZE"): "TORCH_FR_BUFFER_SIZE",
-    ("torch_env", "NCCL_BLOCKING_WAIT"): "TORCH_NCCL_BLOCKING_WAIT",
-    ("deepspeed_config_keys", "cpu_offload"): "offload_optimizer",
-}
-
 
 def validate(data: dict[str, Any]) -> list[str]:
     """Problems with the registry (empty when it is sound)."""
@@ -743,7 +714,7 @@ def write(namespaces: dict[str, Entry], out: Path) -> dict[str, Any]:
     data = {
         "_comment": (
             "Names that upstream projects define, so traindoc can check every environment variable, launcher flag and config "
-            "key an answer shows. Built by `python -m advice.upstream_build` (see its docstring) from upstream snapshots: "
+            "key an answer shows. Built by `python scripts/upstream_build.py` (see its docstring) from upstream snapshots: "
             f"{versions}; CUDA's list is curated from NVIDIA's manuals. Checked {checked}. "
             "known: every name upstream reads or accepts at that "
             "version; complete: whether known lists every accepted name (a name outside it is unknown, not unchecked). "
@@ -780,7 +751,7 @@ def write(namespaces: dict[str, Entry], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m advice.upstream_build",
+        prog="python scripts/upstream_build.py",
         description=__doc__.split("\n\n")[0],
         epilog="Parts left out keep their namespaces from the current JSON. See the module docstring for how to refresh.",
     )
@@ -807,450 +778,6 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(problems) or "valid", file=sys.stderr if problems else sys.stdout)
     return 1 if problems else 0
 
-
-# --- curated data (merged over what is extracted; @COMMIT becomes the snapshot's short commit) ----------------
-
-NCCL_ENV_RST = "NVIDIA/nccl@COMMIT:docs/userguide/source/env.rst"
-NCCL_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
-PT_HPP = "pytorch/pytorch@COMMIT:torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"
-PT_FR = "pytorch/pytorch@COMMIT:torch/csrc/distributed/c10d/FlightRecorder.hpp"
-CUDA_GUIDE = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
-CUDA_GDB = "https://docs.nvidia.com/cuda/cuda-gdb/index.html#gpu-core-dump-support"
-CUDA_MPS = "https://docs.nvidia.com/deploy/mps/index.html#environment-variables"
-
-CURATED_NAMESPACES: dict[str, Entry] = {
-    "nccl_env": {
-        "id": "nccl_env",
-        "kind": "env",
-        "project": "NCCL",
-        "pattern": r"^NCCL_[A-Z0-9_]+$",
-        "command": None,
-        "complete": True,
-        "sources": [
-            NCCL_DOC,
-            NCCL_ENV_RST,
-            "NVIDIA/nccl@COMMIT:src (NCCL_PARAM, DEFINE_NCCL_PARAM, ncclGetEnv/getenv, ncclGetLevel)",
-            "NVIDIA/nccl@COMMIT:plugins, contrib, bindings (getenv in the shipped profiler/tuner plugins and contrib libraries)",
-        ],
-    },
-    "torch_env": {
-        "id": "torch_env",
-        "kind": "env",
-        "project": "PyTorch",
-        "pattern": r"^(?:TORCH|PYTORCH)_[A-Z0-9_]+$",
-        "command": None,
-        "complete": True,
-        "sources": [
-            "https://docs.pytorch.org/docs/stable/torch_environment_variables.html",
-            "https://docs.pytorch.org/docs/stable/torch_nccl_environment_variables.html",
-            "https://docs.pytorch.org/docs/stable/cuda_environment_variables.html",
-            "https://docs.pytorch.org/docs/stable/debugging_environment_variables.html",
-            "https://docs.pytorch.org/docs/stable/miscellaneous_environment_variables.html",
-            PT_HPP,
-            PT_FR,
-            "pytorch/pytorch@COMMIT:torch/csrc/distributed/c10d/Utils.hpp (getCvar*: later names warn 'deprecated; use first')",
-            "torch 2.13.0 CUDA wheel: env reads in torch/**/*.py (AST), torch/include/**, "
-            "NUL-terminated TORCH_*/PYTORCH_* strings of torch/lib/*.so",
-        ],
-    },
-    "cuda_env": {
-        "id": "cuda_env",
-        "kind": "env",
-        "project": "CUDA",
-        "pattern": r"^CUDA_[A-Z0-9_]+$",
-        "command": None,
-        "complete": True,
-        "version": "CUDA 13.x documentation (Programming Guide 5.2, CUDA-GDB, MPS) and PyTorch 2.13.0",
-        "checked": "2026-11-25",
-        "sources": [
-            CUDA_GUIDE,
-            CUDA_GDB,
-            CUDA_MPS,
-            "pytorch/pytorch@cf30153:torch/utils/cpp_extension.py (_find_cuda_home reads CUDA_HOME, then CUDA_PATH: used only to build "
-            "C++/CUDA extensions, e.g. DeepSpeed ops; the CUDA runtime ignores both)",
-            "https://gitlab.com/nvidia/container-images/cuda (base Dockerfiles set ENV CUDA_VERSION: informational, nothing reads it to "
-            "pick a CUDA version)",
-            "torch 2.13.0 CUDA wheel: CUDA_* names its Python code reads (AST of torch/**/*.py)",
-        ],
-    },
-    "torchrun_flags": {
-        "id": "torchrun_flags",
-        "kind": "flag",
-        "project": "PyTorch",
-        "pattern": None,
-        "complete": True,
-        "command": r"\btorchrun\b|\btorch\.distributed\.(?:run|launch)\b",
-        "sources": [
-            "https://docs.pytorch.org/docs/stable/elastic/run.html",
-            "pytorch/pytorch@COMMIT:torch/distributed/run.py (get_args_parser)",
-            "pytorch/pytorch@COMMIT:torch/distributed/launch.py (parse_args adds --use-env)",
-        ],
-    },
-    "deepspeed_env": {
-        "id": "deepspeed_env",
-        "kind": "env",
-        "project": "DeepSpeed",
-        "pattern": r"^(?:DS|DEEPSPEED)_[A-Z0-9_]+$",
-        "command": None,
-        "complete": True,
-        "sources": [
-            "https://www.deepspeed.ai/tutorials/advanced-install/",
-            "deepspeedai/DeepSpeed@COMMIT:deepspeed, op_builder, accelerator, setup.py "
-            "(os.environ/getenv reads, BUILD_VAR of each op builder)",
-            "deepspeedai/DeepSpeed@COMMIT:deepspeed/constants.py (DEEPSPEED_TIMEOUT)",
-        ],
-    },
-    "deepspeed_launcher_flags": {
-        "id": "deepspeed_launcher_flags",
-        "kind": "flag",
-        "project": "DeepSpeed",
-        "pattern": None,
-        "complete": True,
-        "command": r"(?:^|(?<=[\s;&|(]))(?<!install )deepspeed(?=\s+-)|\bdeepspeed\.launcher\.runner\b",
-        "sources": [
-            "https://www.deepspeed.ai/getting-started/#launching-deepspeed-training",
-            "deepspeedai/DeepSpeed@COMMIT:deepspeed/launcher/runner.py (parse_args)",
-        ],
-    },
-    "deepspeed_config_keys": {
-        "id": "deepspeed_config_keys",
-        "kind": "key",
-        "project": "DeepSpeed",
-        "pattern": None,
-        "complete": True,
-        "command": r"\"(?:train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|zero_optimization"
-        r"|zero_allow_untested_optimizer)\"\s*:",
-        "sources": [
-            "https://www.deepspeed.ai/docs/config-json/",
-            "deepspeedai/DeepSpeed@COMMIT:deepspeed/**/constants.py, **/config.py, runtime/lr_schedules.py (key constants)",
-            "deepspeedai/DeepSpeed@COMMIT:deepspeed/runtime/zero/config.py, zero/offload_config.py, monitor/config.py, comm/config.py ... "
-            "(DeepSpeedConfigModel fields, aliases, json_schema_extra deprecated/new_param)",
-            'deepspeedai/DeepSpeed@COMMIT:deepspeed/ops (optimizer __init__ keywords, the keys of "optimizer": {"params": ...})',
-            'pytorch/pytorch@cf30153:torch/optim (keywords of torch optimizers, for "optimizer"."params")',
-        ],
-    },
-    "vllm_engine_args": {
-        "id": "vllm_engine_args",
-        "kind": "flag",
-        "project": "vLLM",
-        "pattern": None,
-        "complete": True,  # every add_argument in arg_utils/cli_args has literal flags; --no-X derived from bool fields
-        "command": r"\bvllm\s+serve\b|\bvllm\.entrypoints\.openai\.api_server\b",
-        "sources": [
-            "https://docs.vllm.ai/en/stable/configuration/engine_args.html",
-            "https://docs.vllm.ai/en/stable/configuration/serve_args.html",
-            "vllm-project/vllm@COMMIT:vllm/engine/arg_utils.py (EngineArgs.add_cli_args)",
-            "vllm-project/vllm@COMMIT:vllm/entrypoints/common/cli_args.py (FrontendArgs, make_arg_parser)",
-        ],
-    },
-    "vllm_engine_kwargs": {
-        "id": "vllm_engine_kwargs",
-        "kind": "arg",
-        "project": "vLLM",
-        "pattern": None,
-        "command": None,
-        "complete": True,
-        "sources": [
-            "https://docs.vllm.ai/en/stable/configuration/engine_args.html",
-            "vllm-project/vllm@COMMIT:vllm/engine/arg_utils.py (EngineArgs, AsyncEngineArgs fields)",
-            "vllm-project/vllm@COMMIT:vllm/entrypoints/llm.py (LLM.__init__; other keywords go to EngineArgs)",
-        ],
-    },
-}
-
-
-def _dep(replacement: str | None, since: str, note: str, note_zh: str, source: str) -> Entry:
-    return {"replacement": replacement, "since": since, "note": note, "note_zh": note_zh, "source": source}
-
-
-CURATED_NCCL_DEPRECATED: dict[str, Entry] = {
-    "NCCL_MAX_NCHANNELS": _dep(
-        "NCCL_MAX_CTAS",
-        "2.17",
-        "Still read, but deprecated in favour of NCCL_MAX_CTAS; if both are set the lower limit wins.",
-        "仍然生效，但已弃用，请改用 NCCL_MAX_CTAS；两者都设置时取较小值。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_MIN_NCHANNELS": _dep(
-        "NCCL_MIN_CTAS",
-        "2.17",
-        "Still read, but deprecated in favour of NCCL_MIN_CTAS; if both are set the higher value wins.",
-        "仍然生效，但已弃用，请改用 NCCL_MIN_CTAS；两者都设置时取较大值。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_MAX_NRINGS": _dep(
-        "NCCL_MAX_CTAS",
-        "2.5.0",
-        "Pre-2.5 name of NCCL_MAX_NCHANNELS, still read as an alias (ignored when the newer name is set); use NCCL_MAX_CTAS.",
-        "2.5 之前的旧名（即 NCCL_MAX_NCHANNELS），仍作为别名读取；请改用 NCCL_MAX_CTAS。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_MIN_NRINGS": _dep(
-        "NCCL_MIN_CTAS",
-        "2.5.0",
-        "Pre-2.5 name of NCCL_MIN_NCHANNELS, still read as an alias (ignored when the newer name is set); use NCCL_MIN_CTAS.",
-        "2.5 之前的旧名（即 NCCL_MIN_NCHANNELS），仍作为别名读取；请改用 NCCL_MIN_CTAS。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_CHECK_POINTERS": _dep(
-        "NCCL_CHECK_MODE",
-        "2.29.7",
-        "Replaced by NCCL_CHECK_MODE=DEBUG_LOCAL; still read for now and may be removed.",
-        "已被 NCCL_CHECK_MODE=DEBUG_LOCAL 取代，目前仍会读取，以后可能移除。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_CHECKS_DISABLE": _dep(
-        None,
-        "2.2.12",
-        "Deprecated since 2.2.12 and no longer read; argument checks are off by default (NCCL_CHECK_MODE turns them on).",
-        "2.2.12 起弃用，现在已不读取；参数检查默认关闭（用 NCCL_CHECK_MODE 打开）。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_IB_CUDA_SUPPORT": _dep(
-        "NCCL_NET_GDR_LEVEL",
-        "2.4.0",
-        "Removed in 2.4.0; GPU Direct RDMA use is controlled by NCCL_NET_GDR_LEVEL.",
-        "2.4.0 已移除；GPU Direct RDMA 的使用由 NCCL_NET_GDR_LEVEL 控制。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_IB_GDR_LEVEL": _dep(
-        "NCCL_NET_GDR_LEVEL",
-        "2.4.0",
-        "Renamed to NCCL_NET_GDR_LEVEL in 2.4.0; the old name is no longer read.",
-        "2.4.0 改名为 NCCL_NET_GDR_LEVEL，旧名已不再读取。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_SINGLE_RING_THRESHOLD": _dep(None, "2.3", "Removed in 2.3; nothing reads it.", "2.3 已移除，没有任何代码读取。", NCCL_ENV_RST),
-    "NCCL_LL_THRESHOLD": _dep(
-        None,
-        "2.5",
-        "Removed in 2.5; NCCL picks the protocol itself (NCCL_PROTO restricts the choice).",
-        "2.5 已移除；协议由 NCCL 自动选择（可用 NCCL_PROTO 限定）。",
-        NCCL_ENV_RST,
-    ),
-    "NCCL_TREE_THRESHOLD": _dep(
-        None,
-        "2.5",
-        "Removed in 2.5; NCCL picks the algorithm itself (NCCL_ALGO restricts the choice).",
-        "2.5 已移除；算法由 NCCL 自动选择（可用 NCCL_ALGO 限定）。",
-        NCCL_ENV_RST,
-    ),
-}
-
-CURATED_NCCL_NOT_READ: dict[str, Entry] = {
-    "NCCL_TIMEOUT": {
-        "note": "Nothing reads it: not NCCL, PyTorch or DeepSpeed. Set the collective timeout with "
-        "init_process_group(timeout=...) in PyTorch, or DEEPSPEED_TIMEOUT (minutes) / "
-        "deepspeed.init_distributed(timeout=...) in DeepSpeed.",
-        "note_zh": "没有任何组件读取它（NCCL、PyTorch、DeepSpeed 都不读）。"
-        "超时请用 init_process_group(timeout=...) 设置，"
-        "DeepSpeed 用 DEEPSPEED_TIMEOUT（分钟）或 deepspeed.init_distributed(timeout=...)。",
-        "source": "NVIDIA/nccl@COMMIT:src (no NCCL_TIMEOUT); "
-        "https://docs.pytorch.org/docs/stable/distributed.html#torch.distributed.init_process_group; "
-        "deepspeedai/DeepSpeed@edaa722:deepspeed/constants.py",
-    },
-    "NCCL_BACKEND": {
-        "note": "Not an environment variable anywhere (DeepSpeed's NCCL_BACKEND is a Python constant 'nccl'). Choose the backend in code: "
-        "init_process_group(backend='gloo') or deepspeed.init_distributed(dist_backend='gloo').",
-        "note_zh": "这不是任何组件的环境变量（DeepSpeed 里的 NCCL_BACKEND 只是值为 'nccl' 的常量）。后端要在代码里指定："
-        "init_process_group(backend='gloo') 或 deepspeed.init_distributed(dist_backend='gloo')。",
-        "source": "NVIDIA/nccl@COMMIT:src (no NCCL_BACKEND); deepspeedai/DeepSpeed@edaa722:deepspeed/comm/constants.py; "
-        "deepspeedai/DeepSpeed@edaa722:deepspeed/comm/comm.py (init_distributed)",
-    },
-}
-
-PR_114077 = "https://github.com/pytorch/pytorch/pull/114077"
-CURATED_TORCH_DEPRECATED: dict[str, Entry] = {
-    "NCCL_BLOCKING_WAIT": {
-        "since": "2.2",
-        "source": f"{PT_HPP}; {PR_114077}",
-        "note": "Not an NCCL variable: PyTorch's legacy alias of TORCH_NCCL_BLOCKING_WAIT (warns). It makes wait() block and turns "
-        "off the watchdog thread; it does not lengthen any timeout.",
-        "note_zh": "这不是 NCCL 的变量，而是 PyTorch 的旧名（会警告），对应 TORCH_NCCL_BLOCKING_WAIT。它让 wait() 阻塞并关闭 watchdog，"
-        "并不会延长超时。",
-    },
-    "NCCL_ASYNC_ERROR_HANDLING": {
-        "since": "2.2",
-        "source": f"{PT_HPP}; {PR_114077}",
-        "note": "Not an NCCL variable: PyTorch's legacy alias of TORCH_NCCL_ASYNC_ERROR_HANDLING (warns); the default is already 3.",
-        "note_zh": "这不是 NCCL 的变量，而是 PyTorch 的旧名（会警告），请用 TORCH_NCCL_ASYNC_ERROR_HANDLING；默认值已经是 3。",
-    },
-    "NCCL_DESYNC_DEBUG": {
-        "since": "2.2",
-        "source": f"{PT_HPP}; {PR_114077}",
-        "note": "Not an NCCL variable: PyTorch's legacy alias of TORCH_NCCL_DESYNC_DEBUG (warns).",
-        "note_zh": "这不是 NCCL 的变量，而是 PyTorch 的旧名（会警告），请用 TORCH_NCCL_DESYNC_DEBUG。",
-    },
-    "NCCL_ENABLE_TIMING": {
-        "since": "2.2",
-        "source": f"{PT_HPP}; {PR_114077}",
-        "note": "Not an NCCL variable: PyTorch's legacy alias of TORCH_NCCL_ENABLE_TIMING (warns).",
-        "note_zh": "这不是 NCCL 的变量，而是 PyTorch 的旧名（会警告），请用 TORCH_NCCL_ENABLE_TIMING。",
-    },
-    "NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": {
-        "since": "2.2",
-        "source": f"{PT_HPP}; {PR_114077}",
-        "note": "Not an NCCL variable: PyTorch's legacy alias of TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK (warns).",
-        "note_zh": "这不是 NCCL 的变量，而是 PyTorch 的旧名（会警告），请用 TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK。",
-    },
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": {
-        "since": "2.8",
-        "source": f"{PT_FR}; https://github.com/NVIDIA/nvidia-resiliency-ext/pull/163",
-        "note": "Old name of the Flight Recorder buffer size: still read after TORCH_FR_BUFFER_SIZE, with a deprecation warning.",
-        "note_zh": "Flight Recorder 缓冲区大小的旧名：仍会读取（优先级低于 TORCH_FR_BUFFER_SIZE），并提示已弃用。",
-    },
-    "TORCH_NCCL_TRACE_CPP_STACK": {
-        "since": "2.8",
-        "source": f"{PT_FR}; https://github.com/NVIDIA/nvidia-resiliency-ext/pull/163",
-        "note": "Old name of TORCH_FR_CPP_STACK: still read, with a deprecation warning.",
-        "note_zh": "TORCH_FR_CPP_STACK 的旧名：仍会读取，并提示已弃用。",
-    },
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": _dep(
-        "TORCH_FR_DUMP_TEMP_FILE",
-        "",
-        "Old name of the Flight Recorder dump prefix: still read after TORCH_FR_DUMP_TEMP_FILE, with a deprecation warning.",
-        "Flight Recorder 转储文件前缀的旧名：仍会读取（优先级低于 TORCH_FR_DUMP_TEMP_FILE），并提示已弃用。",
-        'pytorch/pytorch:torch/csrc/distributed/c10d/FlightRecorder.cpp (getCvarString({"TORCH_FR_DUMP_TEMP_FILE", '
-        '"TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, ...))',
-    ),
-    "TORCH_NCCL_AVOID_RECORD_STREAMS": _dep(
-        None,
-        "PR #148590 (merged 2025-03-08)",
-        "A no-op: ProcessGroupNCCL no longer calls record_stream, so "
-        "setting it only prints 'TORCH_NCCL_AVOID_RECORD_STREAMS is the default now'. It does not fix memory growth.",
-        "已无作用：ProcessGroupNCCL 不再调用 record_stream，设置后只会打印弃用提示，解决不了显存增长。",
-        "https://github.com/pytorch/pytorch/pull/148590; pytorch/pytorch@COMMIT:libtorch_cuda.so (warning text)",
-    ),
-}
-
-CURATED_TORCH_NOT_READ: dict[str, Entry] = {
-    "TORCH_USE_CUDA_DSA": {
-        "note": "A build option, not a run-time variable: the CUDA error text 'Compile with TORCH_USE_CUDA_DSA' "
-        "means building PyTorch with it. "
-        "Exporting it changes nothing; for an asynchronous error, rerun with CUDA_LAUNCH_BLOCKING=1.",
-        "note_zh": "这是编译选项，不是运行时环境变量：报错里的 'Compile with TORCH_USE_CUDA_DSA' 指的是用它重新编译 PyTorch。"
-        "export 它没有任何效果；要定位异步错误，请用 CUDA_LAUNCH_BLOCKING=1 重跑。",
-        "source": "pytorch/pytorch:c10/cuda/CUDAException.cpp (c10_cuda_check_implementation message); torch 2.13.0 CUDA wheel: "
-        "libc10_cuda.so reads only PYTORCH_USE_CUDA_DSA and PYTORCH_CUDA_DSA_STACKTRACING",
-    },
-    "TORCH_NCCL_ABORT_IN_DESTROY_PG": {
-        "note": "Read by older PyTorch only: 2.13 has no such variable (not in ProcessGroupNCCL.hpp nor in the CUDA wheel's libraries); "
-        "destroy_process_group() aborts the communicators itself.",
-        "note_zh": "只有旧版 PyTorch 读取；2.13 已没有这个变量（ProcessGroupNCCL.hpp 和 CUDA 版 wheel 的库里都找不到），"
-        "destroy_process_group() 会自行中止通信器。",
-        "source": f"{PT_HPP}; https://github.com/pytorch/pytorch/issues/128204 (2024 list that still had it)",
-    },
-}
-
-CURATED_TORCHRUN_DEPRECATED: dict[str, Entry] = {
-    flag: _dep(
-        None,
-        "",
-        "Only the deprecated torch.distributed.launch accepts it; torchrun always sets LOCAL_RANK and rejects the flag. "
-        "Read os.environ['LOCAL_RANK'] in the script.",
-        "只有已弃用的 torch.distributed.launch 接受它；torchrun 总会设置 LOCAL_RANK，"
-        "不认这个参数。请在脚本里读取 os.environ['LOCAL_RANK']。",
-        "pytorch/pytorch@COMMIT:torch/distributed/launch.py",
-    )
-    for flag in ("--use-env", "--use_env")
-}
-
-CURATED_DS_DEPRECATED: dict[str, Entry] = {
-    "cpu_offload_use_pin_memory": {
-        "note": "Old key: DeepSpeed warns and ignores it; set pin_memory inside offload_param or offload_optimizer.",
-        "note_zh": "旧键名：DeepSpeed 会警告并忽略；请在 offload_param 或 offload_optimizer 里设置 pin_memory。",
-    },
-}
-
-VLLM_ARGS = "vllm-project/vllm@COMMIT:vllm/engine/arg_utils.py"
-CURATED_VLLM_DEPRECATED: dict[str, Entry] = {
-    "--log-config-file": _dep(
-        "--logging-config.pylogging_config_file",
-        "",
-        "Deprecated: vLLM warns and points to --logging-config.pylogging_config_file; removal is announced.",
-        "已弃用：vLLM 会警告并建议改用 --logging-config.pylogging_config_file，之后会移除。",
-        VLLM_ARGS,
-    ),
-    "--mamba-cache-mode": _dep(
-        None,
-        "",
-        "Deprecated and without effect: Mamba prefix caching follows --enable-prefix-caching.",
-        "已弃用且无效果：Mamba 前缀缓存跟随 --enable-prefix-caching。",
-        VLLM_ARGS,
-    ),
-    "--ir-op-priority": _dep(
-        None,
-        "",
-        "Deprecated because vLLM IR is being removed; the option goes in v0.34.0.",
-        "已弃用（vLLM IR 正在被移除），v0.34.0 会删掉这个选项。",
-        VLLM_ARGS,
-    ),
-    "--disable-cascade-attn": _dep(
-        None,
-        "",
-        "Deprecated and without effect: cascade attention has been removed.",
-        "已弃用且无效果：cascade attention 已被移除。",
-        VLLM_ARGS,
-    ),
-}
-
-CURATED_CUDA_KNOWN: list[str] = [
-    # CUDA Programming Guide, 5.2 CUDA Environment Variables
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "CUDA_MANAGED_FORCE_DEVICE_ALLOC",
-    "CUDA_CACHE_DISABLE",
-    "CUDA_CACHE_PATH",
-    "CUDA_CACHE_MAXSIZE",
-    "CUDA_FORCE_PTX_JIT",
-    "CUDA_FORCE_JIT",
-    "CUDA_DISABLE_PTX_JIT",
-    "CUDA_DISABLE_JIT",
-    "CUDA_FORCE_PRELOAD_LIBRARIES",
-    "CUDA_LAUNCH_BLOCKING",
-    "CUDA_DEVICE_MAX_CONNECTIONS",
-    "CUDA_DEVICE_MAX_COPY_CONNECTIONS",
-    "CUDA_SCALE_LAUNCH_QUEUES",
-    "CUDA_GRAPHS_USE_NODE_PRIORITY",
-    "CUDA_DEVICE_WAITS_ON_EXCEPTION",
-    "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT",
-    "CUDA_DISABLE_PERF_BOOST",
-    "CUDA_AUTO_BOOST",
-    "CUDA_MODULE_LOADING",
-    "CUDA_MODULE_DATA_LOADING",
-    "CUDA_BINARY_LOADER_THREAD_COUNT",
-    "CUDA_LOG_FILE",
-    # CUDA-GDB manual, GPU core dump support
-    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
-    "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION",
-    "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP",
-    "CUDA_ENABLE_USER_TRIGGERED_COREDUMP",
-    "CUDA_COREDUMP_FILE",
-    "CUDA_COREDUMP_PIPE",
-    "CUDA_COREDUMP_SHOW_PROGRESS",
-    "CUDA_COREDUMP_GENERATION_FLAGS",
-    # MPS manual
-    "CUDA_MPS_PIPE_DIRECTORY",
-    "CUDA_MPS_LOG_DIRECTORY",
-    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-    "CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING",
-    "CUDA_MPS_CLIENT_PRIORITY",
-    # build tools and containers (see sources)
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_VERSION",
-]
-
-CURATED_CUDA_DEPRECATED: dict[str, Entry] = {
-    "CUDA_AUTO_BOOST": _dep(
-        None,
-        "",
-        "Deprecated by NVIDIA: set application clocks with nvidia-smi --applications-clocks or NVML instead.",
-        "NVIDIA 已弃用：请用 nvidia-smi --applications-clocks 或 NVML 设置应用时钟。",
-        CUDA_GUIDE,
-    ),
-}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""Follow-ups in the web chat, as a new user asks them (issue 38 point 1): after "why is NCCL hanging", a follow-up's new
+detail (a framework, a node count, a platform) changes the question, and the answer is what differs under it; the
+chat's intake asks a log with no question about its root cause, as the CLI does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.core import build_troubleshooter
+from common.settings import Settings
+from ui.web import WebChat, WebOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+OOM_LOG = ROOT / "tests" / "jobs" / "data" / "gpu-real" / "oom_crash" / "console.log"
+
+
+@pytest.fixture(scope="module")
+def troubleshooter(shared_index: Path) -> Any:
+    import os
+
+    previous = os.environ.get("TRAINDOC_DATA_DIR")
+    os.environ["TRAINDOC_DATA_DIR"] = str(shared_index)
+    try:
+        yield build_troubleshooter(Settings.from_env())
+    finally:
+        if previous is None:
+            os.environ.pop("TRAINDOC_DATA_DIR", None)
+        else:
+            os.environ["TRAINDOC_DATA_DIR"] = previous
+
+
+def _turn(chat: WebChat, message: str, state: tuple[Any, ...] | None, log: str | None = None) -> tuple[Any, ...]:
+    chat_messages, answers, turns, browser = state if state is not None else ([], [], [], None)
+    *_, last = chat.respond(message, chat_messages, log, answers, turns, browser)
+    messages, _, _, answers, _, turns, _, browser = last
+    return messages, answers, turns, browser
+
+
+@pytest.mark.parametrize("follow_up, kind, said", [
+    ("and with DeepSpeed?", "deepspeed_init_hang", "DeepSpeed"),
+    ("what about on 8 nodes?", "nccl_network", "node"),
+    ("and in Kubernetes?", "dev_shm", "/dev/shm"),
+    ("那在 Kubernetes 的 pod 里呢？", "dev_shm", "/dev/shm"),
+])
+def test_a_follow_ups_new_detail_changes_the_answer(troubleshooter: Any, tmp_path: Path, follow_up: str, kind: str,
+                                                    said: str) -> None:
+    chat = WebChat(troubleshooter, WebOptions(feedback_db=tmp_path / "fb.sqlite3", history_days=0))
+    first = _turn(chat, "why is NCCL hanging", None)
+    before = first[1][-1]["answer"]
+    assert before["lead"]["kind"] == "collective_timeout"
+    after = _turn(chat, follow_up, first)[1][-1]["answer"]
+    assert after["lead"]["kind"] == kind, after["lead"]
+    assert said in after["verdict"]["cause"] + after["answer"]
+    assert after["verdict"]["cause"] != before["verdict"]["cause"]
+    assert after["language"] == ("zh" if "那" in follow_up else "en")
+
+
+def test_a_log_without_a_question_asks_about_its_root_cause(troubleshooter: Any, tmp_path: Path) -> None:
+    chat = WebChat(troubleshooter, WebOptions(feedback_db=tmp_path / "fb.sqlite3", history_days=0))
+    messages, answers, _, _ = _turn(chat, "", None, log=str(OOM_LOG))
+    answer = answers[-1]["answer"]
+    assert answer["question"] == answer["diagnosis"]["root_cause"]["summary"]  # the root cause, not the loudest line
+    assert "out of memory" in answer["verdict"]["cause"].lower()
+    shown = next(m["content"] for m in messages if m["role"] == "assistant" and not m.get("metadata"))
+    assert "Checks that confirm it" not in shown  # the brief answer first, the whole one folded below it
+    assert any((m.get("metadata") or {}).get("title", "").endswith("Full answer") for m in messages)
