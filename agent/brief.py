@@ -41,15 +41,16 @@ class Part:
     sentences: int = 0  # sentences kept of each paragraph and item
     paragraphs: int = 0  # paragraphs kept (prose, the italic why line, "In your job:")
     code: bool = True  # keep code blocks (of the items kept, or of the paragraphs)
+    quote_lines: int = 0  # a code block that quotes a log keeps this many lines, each cut to a row (0: commands, whole)
 
 
 # Ordered: the first part whose heading matches decides. A heading no row names keeps its heading and one sentence.
 PARTS: tuple[Part, ...] = (
     Part("verdict_heading", items=9, sentences=9, paragraphs=9),  # the verdict, whole: cause, where, first fix
     Part("several_jobs", items=12, sentences=9, paragraphs=9),  # which job is the asker's: theirs to pick
-    Part("lead_log", sentences=2, paragraphs=2, code=False),  # the job's root cause and what followed
-    Part("lead_hang", sentences=2, paragraphs=2, code=False),
-    Part("lead_other", sentences=2, paragraphs=2, code=False),
+    Part("lead_log", sentences=2, paragraphs=2, quote_lines=1),  # the job's root cause, its line, what followed
+    Part("lead_hang", sentences=2, paragraphs=2, quote_lines=1),
+    Part("lead_other", sentences=2, paragraphs=2, quote_lines=1),
     Part("likely_cause", heading=False, sentences=2, paragraphs=2, code=False),  # why: the verdict names the cause
     Part("documents_add", sentences=2, paragraphs=2, code=False),
     Part("probes_found", items=3, sentences=1),
@@ -167,7 +168,7 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
     fix, when the verdict above already shows it (its sentence and ``command_above``), is not said twice: the list
     goes on from the second, numbered as it is."""
     items = paragraphs = 0
-    keep_code = False
+    keep_code = False  # the block a code block belongs to (the item or paragraph before it) was kept
     previous = ""
     first = next((i for i, b in enumerate(blocks) if b.kind == "item"), None)
     if (command_above is not None and first is not None and first + 1 < len(blocks) and blocks[first + 1].kind == "code"
@@ -182,13 +183,13 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
                 shown = [_sentences(block.lines, part.sentences)]
         elif block.kind == "para":
             paragraphs += 1
-            keep_code = part.code and paragraphs <= part.paragraphs and not items
-            if paragraphs <= part.paragraphs and not items:
+            keep_code = part.code and paragraphs <= part.paragraphs
+            if paragraphs <= part.paragraphs:
                 shown = [_sentences(block.lines, part.sentences)]
         elif block.kind == "quote" and any(_heading_pattern(key).match(block.lines[0]) for key in KEPT_QUOTES):
             shown = list(block.lines)
         elif block.kind == "code" and keep_code:  # other quotes (notes, corrections) and code stay behind --full
-            shown = list(block.lines)
+            shown = _quoted(block.lines, part.quote_lines) if part.quote_lines else list(block.lines)
         if not shown:
             continue
         if previous and not (previous == "item" and block.kind == "item"):
@@ -197,6 +198,13 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
         previous = block.kind
     if previous:
         yield ""
+
+
+def _quoted(lines: Sequence[str], most: int) -> list[str]:
+    """A fenced log quote cut to its first ``most`` lines, each to one row at a word (a log line, not a command)."""
+    fence, body = lines[0], list(lines[1:-1])
+    indent = fence[: len(fence) - len(fence.lstrip())]
+    return [fence, *(indent + _clipped(line.strip(), WIDTH - 4 - len(indent)) for line in body[:most]), lines[-1]]
 
 
 def _italic(lines: Sequence[str]) -> bool:

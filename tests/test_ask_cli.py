@@ -116,7 +116,7 @@ def test_piped_log_is_read_from_stdin(cli):
 
 
 def test_plain_output_renders_answer_and_sources(cli):
-    result = cli("ask", "--no-probes", "torchrun: Address already in use on port 29500")
+    result = cli("ask", "--no-probes", "--full", "torchrun: Address already in use on port 29500")
     assert result.returncode == 0, result.stderr
     assert "Sources" in result.stdout
     assert re.search(r"^  \[1\] \S", result.stdout, re.M), "sources listed by number"

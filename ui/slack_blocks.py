@@ -76,11 +76,9 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool,
     brief = not full and answer.shown != answer.answer  # the rest a click away
     if answer.citations:
         tail.append({"type": "divider"})
-        shown = answer.sources(not brief)
-        left = len(answer.citations) - len(shown)
-        more = [say("more_sources", lang, count=left).strip()] if left else []
-        tail.append(_section(f"*{say('slack_sources', lang)}*\n"
-                             + "\n".join([*(source_line(c, redact, lang) for c in shown), *more])))
+        # every source, linked: a Slack message has no 40-row terminal to fit, and the links are how readers check
+        tail.append(_section(f"*{say('slack_sources', lang)}*\n" + "\n".join(source_line(c, redact, lang)
+                                                                             for c in answer.citations)))
     problems = [f for f in answer.findings if f.status in ("problem", "error", "timed_out")]
     if problems:
         lines = [f"• *{plain(f.code, redact)}* ({plain(f.probe, redact)}): {plain(f.summary, redact)}"
