@@ -43,7 +43,7 @@ test-llm: $(STAMP) $(LLM_STAMP)
 	$(VENV)/bin/python tests/llm_real/run_real.py --server-python $(LLM_VENV)/bin/python
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check common advice agent corpus tools jobs ui evaluation scripts tests benchmarks
+	$(VENV)/bin/ruff check common advice agent corpus tools jobs traindoc_cli traindoc_web traindoc_slack evaluation scripts tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy scripts
 

@@ -25,6 +25,7 @@ MAX_LINES = 40  # the whole default answer, sources and summary line included, a
 WIDTH = 80
 SENTENCE_CELLS = 150  # one kept sentence, at most (cut at a word beyond): two rows, a Chinese character two cells
 MARKER = re.compile(r"\[(\d+)\]")
+CODE_LINES = 8  # a longer code block (a config file) shows its first lines in the brief
 SOURCE = re.compile(r"\s*\(source: [^)]*\)")
 CITED = re.compile(r"(?:\s*\[\d+\])+\s*$")
 ITEM = re.compile(r"^(?:\d+\.|-|\*\*\d+\.\*\*)\s")
@@ -119,7 +120,7 @@ def brief(markdown: str, lang: Lang, *, citations: int = 0, width: int = WIDTH, 
     text = _shortened(markdown, parts, lang)
     job = any(_part(line, parts, lang).key in JOB_PARTS for line in markdown.split("\n") if line.startswith("### "))
     for step in TIGHTER:
-        if rows(text, width) + 2 + _below(len(cited(text, range(1, citations + 1))), citations) <= most:
+        if rows(_with_more(text, lang), width) + _below(len(cited(text, range(1, citations + 1))), citations) <= most:
             break
         part = parts.get(step.key)
         if part is None or (step.with_job and not job):
@@ -128,6 +129,10 @@ def brief(markdown: str, lang: Lang, *, citations: int = 0, width: int = WIDTH, 
                                   sentences=part.sentences if step.sentences is None else step.sentences,
                                   paragraphs=part.paragraphs if step.paragraphs is None else step.paragraphs)
         text = _shortened(markdown, parts, lang)
+    return _with_more(text, lang)
+
+
+def _with_more(text: str, lang: Lang) -> str:
     return f"{text}\n\n_{say('brief_more', lang)}_"
 
 
@@ -172,7 +177,7 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
     previous = ""
     first = next((i for i, b in enumerate(blocks) if b.kind == "item"), None)
     if (command_above is not None and first is not None and first + 1 < len(blocks) and blocks[first + 1].kind == "code"
-            and _dedented(blocks[first + 1].lines) == command_above):
+            and _same_command(command_above, _dedented(blocks[first + 1].lines))):
         blocks = [b for i, b in enumerate(blocks) if i not in (first, first + 1)]
     for block in blocks:
         shown: list[str] = []
@@ -189,7 +194,7 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
         elif block.kind == "quote" and any(_heading_pattern(key).match(block.lines[0]) for key in KEPT_QUOTES):
             shown = list(block.lines)
         elif block.kind == "code" and keep_code:  # other quotes (notes, corrections) and code stay behind --full
-            shown = _quoted(block.lines, part.quote_lines) if part.quote_lines else list(block.lines)
+            shown = _quoted(block.lines, part.quote_lines) if part.quote_lines else _long_code(block.lines, lang)
         if not shown:
             continue
         if previous and not (previous == "item" and block.kind == "item"):
@@ -198,6 +203,26 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
         previous = block.kind
     if previous:
         yield ""
+
+
+def _same_command(above: str, block: str) -> bool:
+    """The verdict's command is this fix's: the same lines, or their first lines (a long fix's verdict shows its head
+    and a last comment line saying the rest is below)."""
+    head = above.split("\n")
+    if len(head) > 1 and head[-1].startswith("# …"):
+        head = head[:-1]
+    return block == above or block.split("\n")[: len(head)] == head
+
+
+def _long_code(lines: Sequence[str], lang: Lang) -> list[str]:
+    """A code block whole, or, past CODE_LINES lines (a whole config file, not a command), its first lines and a
+    comment saying where the rest is: cut between lines, never inside one."""
+    fence, body = lines[0], list(lines[1:-1])
+    if len(body) <= CODE_LINES:
+        return list(lines)
+    indent = fence[: len(fence) - len(fence.lstrip())]
+    rest = say("brief_more_lines", lang, count=len(body) - CODE_LINES + 1)
+    return [fence, *body[: CODE_LINES - 1], f"{indent}# … {rest}", lines[-1]]
 
 
 def _quoted(lines: Sequence[str], most: int) -> list[str]:

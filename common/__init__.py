@@ -1,3 +1,4 @@
 """The shared ground below every package: settings, the exception tree, secret masking.
 
-Nothing here imports from agent/, corpus/, tools/, jobs/ or ui/; they all import from here."""
+Nothing here imports from agent/, corpus/, tools/, jobs/ or the front ends (traindoc_cli/, traindoc_web/,
+traindoc_slack/); they all import from here."""

@@ -4,8 +4,8 @@ Quoted document text stays as written; only the words traindoc adds around it fo
 Every sentence traindoc says is a key of one phrase book, with each language beside it: the tables of
 ``common/data/phrases.json`` (one per language) and the files of ``common/data/phrases/`` (one per area,
 ``{key: {"en": ..., "zh": ...}}``). They sit below every package so that the job reader (jobs/), the
-composer (agent/) and the front ends (ui/) share them. A key missing a language, or kept in two places,
-fails when the book is read.
+composer (agent/) and the front ends (traindoc_cli/, traindoc_web/, traindoc_slack/) share them. A key missing a
+language, or kept in two places, fails when the book is read.
 """
 
 from __future__ import annotations

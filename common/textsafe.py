@@ -145,7 +145,7 @@ def inert_markdown(markdown: str) -> str:
 def escape_mrkdwn(text: str) -> str:
     """Plain text for Slack mrkdwn: ``& < >`` escaped as Slack requires, ``@here``/``@channel`` broken, invisible
     characters shown (``printable``). Slack still links a bare URL or e-mail address in mrkdwn unless the text
-    object says ``"verbatim": true`` (ui.slack_blocks sets it)."""
+    object says ``"verbatim": true`` (traindoc_slack.blocks sets it)."""
     return _SLACK_SPECIAL.sub(_slack_escaped, printable(text))
 
 

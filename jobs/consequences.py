@@ -8,53 +8,48 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from common.language import say
 from jobs import wording
-from jobs.diagnosis import Symptom, TimelineEvent, ranks_text
+from jobs.diagnosis import Symptom, TimelineEvent
 from jobs.events import Event
 from jobs.timeline import sort_key, waited_in
 
-TIMEOUT_LEAD = "raising the timeout would only make the next failure take longer"
 # Launcher lines that report an exit in words other than torchrun's failure summary.
 OTHER_LAUNCHERS = re.compile(r"srun: |exits with return code|Child process with PID|CalledProcessError|exited on signal|"
                              r"ProcessExitedException")
-SYMPTOM_WORDS = {  # (one rank, several ranks)
-    "collective_timeout": ("timed out waiting in a collective", "timed out waiting in a collective"),
-    "peer_closed": ("lost the connection to a peer", "lost the connection to a peer"),
-    "killed_by_launcher": ("was stopped by the launcher (SIGTERM)", "were stopped by the launcher (SIGTERM)"),
-    "process_abort": ("aborted itself after the collective failure", "aborted themselves after the collective failure"),
-}
+
+
+def _torchrun_table(line: str) -> bool:
+    """torchrun's ChildFailedError table, whose "first observed failure" the note of ``why`` is about."""
+    return not OTHER_LAUNCHERS.search(line) and "failed (exitcode" not in line
+
+
+def _report(events: list[Event]) -> str:
+    """The phrase that names the launcher's report of the exit."""
+    reports = [e.line for e in events if e.category == "launcher_summary"]
+    if any(_torchrun_table(line) for line in reports):
+        return "jobs.symptom.launcher_summary"
+    if any("failed (exitcode" in line for line in reports):
+        return "jobs.symptom.launcher_summary.exit"
+    return "jobs.symptom.launcher_summary.other"
 
 
 def consequences_of(events: list[Event], exclude: Event | None) -> list[Symptom]:
-    symptoms = []
-    reports = [e.line for e in events if e.category == "launcher_summary"]
-    if any(not OTHER_LAUNCHERS.search(line) and "failed (exitcode" not in line for line in reports):
-        said = "torchrun's failure summary (ChildFailedError)"
-    elif any("failed (exitcode" in line for line in reports):
-        said = "torchrun's report of the exit"
-    else:
-        said = "the launcher's report of how ranks ended"
-    for category, ranks, where in symptom_groups(events, exclude):
-        if category == "launcher_summary":
-            symptoms.append(Symptom(category, [], said))
-            continue
-        one, many = SYMPTOM_WORDS.get(category, (category, category))
-        who = ranks_text(ranks) if ranks else "other ranks"
-        words = one if len(ranks) == 1 else many
-        symptoms.append(Symptom(category, ranks, f"{who} {words}{f' in {where}' if where else ''}"))
-    return symptoms
+    report = _report(events)
+    return [Symptom(category, ranks, wording.symptom(category, ranks, where, "en", report))
+            for category, ranks, where in symptom_groups(events, exclude)]
 
 
 def symptoms_in_chinese(events: list[Event], exclude: Event | None, rank: int | None = None) -> dict[str, str]:
     """The consequences and why they are not causes, in Chinese (``jobs.wording``), from the same events as the
     English sentences."""
     groups = symptom_groups(events, exclude)
-    symptoms = [wording.symptom(category, ranks, where) for category, ranks, where in groups]
+    symptoms = [wording.symptom(category, ranks, where, "zh") for category, ranks, where in groups]
     told = [text for (category, _, _), text in zip(groups, symptoms, strict=True) if category != "launcher_summary"]
     summary = any(category == "launcher_summary" for category, _, _ in groups) and any(
-        e.category == "launcher_summary" and not OTHER_LAUNCHERS.search(e.line) and "failed (exitcode" not in e.line
-        for e in events)  # torchrun's table: its "first observed failure" is what the note is about
-    return {"symptoms": "；".join(symptoms), "why": wording.why(rank, told, summary) if groups else ""}
+        e.category == "launcher_summary" and _torchrun_table(e.line) for e in events)
+    return {"symptoms": say("jobs.clause_sep", "zh").join(symptoms),
+            "why": wording.why(rank, told, summary, "zh") if groups else ""}
 
 
 def symptom_groups(events: list[Event], exclude: Event | None) -> list[tuple[str, list[int], str]]:
@@ -111,13 +106,10 @@ def timeline_entries(events: list[Event], limit: int = 24) -> list[TimelineEvent
     return out[:limit]
 
 
-def why(rank: int | None, symptoms: list[Symptom]) -> str:
+def why(rank: int | None, symptoms: list[Symptom], events: list[Event]) -> str:
+    """Why the consequences (``consequences_of(events, ...)``) are not causes."""
     if not symptoms:
         return ""
-    culprit = f"rank {rank}'s failure" if rank is not None else "that failure"
     parts = [s.summary for s in symptoms if s.category != "launcher_summary"]
-    said = "; ".join(parts) if parts else "the launcher summarised the failure"
-    named = ""
-    if any(s.category == "launcher_summary" and s.summary.startswith("torchrun's failure summary") for s in symptoms):
-        named = " torchrun's \"first observed failure\" is the first rank it saw exit, not necessarily the cause."
-    return f"Then {said}: consequences of {culprit}, not causes; {TIMEOUT_LEAD}.{named}"
+    summary = any(s.category == "launcher_summary" for s in symptoms) and _report(events) == "jobs.symptom.launcher_summary"
+    return wording.why(rank, parts, summary, "en")

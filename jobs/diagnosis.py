@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
+
+from common.language import Lang, say
 
 # A question (or a log's last line) that says the job hangs.
 # Letters, not \b, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too; an identifier
@@ -32,6 +34,7 @@ Category = Literal[
 CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
 # Kinds that name no failure: an exception no signature knows (usually the user's own code), or nothing found.
 UNCATALOGUED: frozenset[str] = frozenset({"exception", "unknown"})
+NOUNS = {"rank": ("jobs.rank", "jobs.ranks"), "task": ("jobs.task", "jobs.tasks")}  # phrase keys: one, several
 
 # What followed from it: the loud lines that are consequences, never the cause.
 SymptomCategory = Literal[
@@ -128,18 +131,29 @@ def only_if_quoted(category: str) -> bool:
     return bool(_category_words().get(category, {}).get("only_if_quoted"))
 
 
-def ranks_text(ranks: Iterable[int]) -> str:
-    """"rank 1", "ranks 0 and 2", "ranks 0-63", "ranks 0-3,7,9-12": how a diagnosis names ranks."""
+def listed(items: Sequence[str], lang: Lang = "en") -> str:
+    """"0, 1 and 2", with the list separators of ``lang``."""
+    if len(items) < 2:
+        return "".join(items)
+    return say("jobs.list_sep", lang).join(items[:-1]) + say("jobs.list_and", lang) + items[-1]
+
+
+def ranks_text(ranks: Iterable[int], lang: Lang = "en", noun: Literal["rank", "task"] = "rank") -> str:
+    """"rank 1", "ranks 0 and 2", "ranks 0-63", "ranks 0-3,7,9-12": how a diagnosis names ranks, in ``lang``
+    (the phrase book's ``jobs.rank``/``jobs.ranks``); ``noun`` "task" names Slurm's tasks."""
     ordered = sorted(set(ranks))
     if not ordered:
-        return "no rank"
+        return say("jobs.no_rank", lang)
+    one, many = NOUNS[noun]
     if len(ordered) == 1:
-        return f"rank {ordered[0]}"
+        return say(one, lang, rank=ordered[0])
     if len(ordered) > 3 and ordered == list(range(ordered[0], ordered[-1] + 1)):
-        return f"ranks {ordered[0]}-{ordered[-1]}"
-    if len(ordered) > 6:
-        return f"ranks {span(ordered)}"
-    return "ranks " + ", ".join(str(r) for r in ordered[:-1]) + f" and {ordered[-1]}"
+        shown = f"{ordered[0]}-{ordered[-1]}"
+    elif len(ordered) > 6:
+        shown = span(ordered)
+    else:
+        shown = listed([str(r) for r in ordered], lang)
+    return say(many, lang, ranks=shown)
 
 
 def span(ranks: Iterable[int]) -> str:

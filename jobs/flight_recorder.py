@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.language import say
+from jobs.diagnosis import listed, ranks_text
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -106,11 +109,14 @@ def describe(data: Mapping[str, Any], log: list[str] | None = None) -> FrFinding
         mismatched = {int(r): v for r, v in (bad.get("mismatched") or {}).items()}
         joined = [r for r in expected if r not in missing and r not in mismatched]
         if missing:
-            lasts = "; ".join(f"rank {o.rank}'s last was {o.name} #{o.seq}" for o in last if o.rank in missing)
-            summary = f"{_ranks(joined)} entered {label}; {_ranks(missing)} never joined it" + (f" ({lasts})" if lasts else "")
+            lasts = say("jobs.clause_sep").join(say("hang.fr.last_was", rank=o.rank, name=o.name, seq=o.seq)
+                                                for o in last if o.rank in missing)
+            summary = say("hang.fr.never_joined", joined=_ranks(joined), label=label, missing=_ranks(missing),
+                          lasts=say("hang.fr.lasts", lasts=lasts) if lasts else "")
         else:
-            others = "; ".join(f"rank {r} called {v}" for r, v in sorted(mismatched.items()))
-            summary = f"ranks diverge at {label}: {_ranks(joined)} called {name}; {others}"
+            # a bad collective no rank called differently (the analyzer's pass_check) reads "...called NAME; "
+            others = "".join(say("hang.fr.called", rank=r, call=v) for r, v in sorted(mismatched.items()))
+            summary = say("hang.fr.diverge", label=label, joined=_ranks(joined), name=name, others=others or "; ")
         return FrFinding(summary, expected_ranks=expected, collective=label, seq=seq, group=group,
                          state=bad.get("state"), missing_ranks=missing, mismatched=mismatched,
                          where=bad.get("where"), **common)  # type: ignore[arg-type]
@@ -120,27 +126,26 @@ def describe(data: Mapping[str, Any], log: list[str] | None = None) -> FrFinding
         label = f"{first.name} #{first.seq} ({first.group})"
         states = {o.state for o in pending}
         if states == {"scheduled"} and len(pending) == len(last):
-            what = ("was enqueued but never started: the GPU work queued before it has not finished" if len(last) == 1 else
-                    "was enqueued on every rank but started on none: the GPU work queued before it has not finished")
+            what = say("hang.fr.never_started_one" if len(last) == 1 else "hang.fr.never_started")
         elif "started" in states:
-            what = "started but did not complete: the ranks are all in it and the transport between them stalls"
+            what = say("hang.fr.stalled")
         else:
-            what = "did not complete"
-        where = f" (called at {first.where})" if first.where else ""
-        lead = f"rank {last[0].rank}'s dump ends at {label}" if len(last) == 1 else f"every rank's dump agrees up to {label}"
-        return FrFinding(f"{lead}, which {what}{where}",
+            what = say("hang.fr.incomplete")
+        lead = (say("hang.fr.dump_ends", rank=last[0].rank, label=label) if len(last) == 1
+                else say("hang.fr.dumps_agree", label=label))
+        where = say("hang.fr.called_at", where=first.where) if first.where else ""
+        return FrFinding(say("hang.fr.pending", lead=lead, what=what, where=where),
                          collective=label, seq=first.seq, group=first.group, state=first.state, where=first.where,
                          expected_ranks=ranks, **common)  # type: ignore[arg-type]
-    return FrFinding("every recorded collective matched and completed on every rank",
+    return FrFinding(say("hang.fr.all_completed"),
                      expected_ranks=ranks, **common)  # type: ignore[arg-type]
 
 
 def _ranks(ranks: list[int]) -> str:
-    if not ranks:
-        return "no rank"
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+    """"rank 1", "ranks 0, 1 and 2": every rank listed (the analyzer's ranks are few)."""
+    if len(ranks) < 2:
+        return ranks_text(ranks)
+    return say("jobs.ranks", ranks=listed([str(r) for r in ranks]))
 
 
 # -- the child: runs torch's analyzer ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from jobs.places import Phrase, phrased
 from jobs.pyspy import Frame
 
 # Outer frames that name the framework a wait belongs to (the first found, innermost first, names it).
@@ -53,6 +54,7 @@ class FrameworkWait:
     label: str  # "DDP's gradient all-reduce in backward", "FSDP's dist.all_gather_single", "a CUDA synchronize"
     frame: Frame  # the innermost frame that shows it
     inferred: bool = False  # from Python frames that a long computation shows too (no native frame confirms it)
+    phrase: Phrase | None = None  # the label's phrase key and values
 
 
 def _file(frame: Frame) -> str:
@@ -85,18 +87,20 @@ def framework_wait(frames: Sequence[Frame]) -> FrameworkWait | None:
     backward = next((f for f in python if _at(f, BACKWARD)), None)
     if waiting is not None:
         reducer = "Reducer" in waiting.function
-        what = "DDP's gradient all-reduce" if reducer else f"{framework}'s collective" if framework else "a collective"
-        return FrameworkWait("collective", f"{what} in backward" if backward else what,
-                             backward or (python[0] if python else waiting))
+        what = "all_reduce" if reducer else "collective" if framework else "a_collective"
+        named = {"owner": "DDP" if reducer else framework or ""} if reducer or framework else {}
+        label, phrase = phrased(f"hang.label.{what}_in_backward" if backward else f"hang.label.{what}", **named)
+        return FrameworkWait("collective", label, backward or (python[0] if python else waiting), phrase=phrase)
     if backward is not None and syncing is None and (native == [] or framework is not None):
-        owner = f"{framework}'s" if framework and framework.startswith("DeepSpeed") else "DDP's"
-        return FrameworkWait("collective", f"backward, where {owner} gradient all-reduce waits", backward,
-                             inferred=not native)
+        owner = framework if framework and framework.startswith("DeepSpeed") else "DDP"
+        label, phrase = phrased("hang.label.backward_waits", owner=owner)
+        return FrameworkWait("collective", label, backward, inferred=not native, phrase=phrase)
     sync = next((f for f in python if _at(f, DEVICE_SYNC)), None)
     if syncing is not None or sync is not None:
         device_frame = sync or (python[0] if python else syncing)
         assert device_frame is not None
-        return FrameworkWait("device", "a CUDA synchronisation (waiting on the GPU)", device_frame)
+        label, phrase = phrased("hang.label.cuda_sync")
+        return FrameworkWait("device", label, device_frame, phrase=phrase)
     return None
 
 

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, InputError
-from jobs import hang_wording as zh
+from common.language import say
+from jobs import hang_wording as said
+from jobs import stack_hints as hints
 from jobs.diagnosis import JobDiagnosis, RootCause, Symptom
 from jobs.flight_recorder import FrFinding
-from jobs.places import Place, RankStack, StackGroup
+from jobs.places import Place, RankStack, StackGroup, phrased
 from jobs.pyspy import Frame
 from jobs.pyspy import main_thread as _main_thread
-from jobs.stack_hints import FR_HINT, NATIVE_HINT, NCCL_HINT, NODES_HINT, RENDEZVOUS_EVIDENCE
 from jobs.stacks import HangSnapshot, analyse_stacks, group_stacks, locate
 
 __all__ = ["HangSnapshot", "RankStack", "analyse_flight_recorder", "analyse_stacks", "group_stacks", "locate",
@@ -58,7 +59,7 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
         if reasons & {"ptrace_denied", "missing"}:
             first = next(d for d in failures if d.reason in ("ptrace_denied", "missing"))
             raise ConfigError(first.error)
-    source = f"py-spy on {host}"
+    source = say("hang.source.pyspy", "en", host=host)
     if not job.workers:
         assert job.launcher is not None
         launcher_dump = dumps.get(job.launcher.pid)
@@ -78,10 +79,8 @@ def take_snapshot(pid: int | None = None, *, native: bool = False, timeout_s: fl
         _then_stop(snapshot.diagnosis, job.launcher.kind, job.launcher.pid)
     if job.stuck:
         pids = ", ".join(map(str, job.stuck[:8]))
-        snapshot.diagnosis.symptoms.append(Symptom("stuck_in_kernel", [], (
-            f"pid {pids} did not answer reads of /proc within {min(5.0, timeout_s):g} s: stuck in the kernel (D state, "
-            "often a GPU driver call); as root, `cat /proc/PID/stack` shows where")))
-        zh.add_symptom(snapshot.diagnosis, zh.stuck_in_kernel(pids, min(5.0, timeout_s)))
+        snapshot.diagnosis.symptoms.append(Symptom("stuck_in_kernel", [], said.stuck_in_kernel(pids, min(5.0, timeout_s), "en")))
+        said.add_symptom(snapshot.diagnosis, said.stuck_in_kernel(pids, min(5.0, timeout_s), "zh"))
     return snapshot
 
 
@@ -89,12 +88,10 @@ def _then_stop(diagnosis: JobDiagnosis, kind: str, pid: int) -> None:
     """The last step of what to do: once the stacks (and any Flight Recorder dumps) are kept, stop *this* job by its
     launcher. torchrun forwards SIGTERM to every rank (each in a session of its own, so a process-group kill
     misses them); a kill by name would stop every job of that name on a shared node."""
-    diagnosis.next_evidence.append(
-        f"then stop this job, and only it: `kill -TERM {pid}` ({kind}, its launcher, passes SIGTERM on to every rank); "
-        "never a kill by name (pkill/killall), which stops every job of that name on the node")
+    diagnosis.next_evidence.append(said.then_stop(kind, pid, "en"))
     own = diagnosis.wording.get("zh")
     if own is not None:
-        step = zh.then_stop(kind, pid)
+        step = said.then_stop(kind, pid, "zh")
         own["next"] = f"{own['next']}\n{step}" if own.get("next") else step
 
 
@@ -112,8 +109,8 @@ def snapshot_from_debug_server(url: str, timeout_s: float = 10.0, *, native: boo
                                 error or (None if thread else "no stack")))
     if not stacks:
         raise InputError(f"--debug-server {url}: the server listed no ranks")
-    snapshot = analyse_stacks(stacks, world_size=len(stacks), source=f"debug server {reading.url}",
-                              job=f"{len(stacks)} ranks behind {reading.url}", native=native)
+    snapshot = analyse_stacks(stacks, world_size=len(stacks), source=say("hang.source.debug_server", "en", url=reading.url),
+                              job=say("hang.source.ranks_behind", "en", count=len(stacks), url=reading.url), native=native)
     if reading.fr_dumps:
         finding = analyse_dumps(reading.fr_dumps, timeout_s=max(timeout_s, 30.0))
         if finding.error is None:
@@ -139,25 +136,22 @@ def analyse_flight_recorder(fr_dir: Path, timeout_s: float = 60.0) -> HangSnapsh
         category, rank = "network", None
     else:
         category, rank = "unknown", None
-    evidence = [f"rank {o.rank}: last {o.name} #{o.seq} {o.state}" + (f" at {o.where}" if o.where else "")
-                for o in finding.last_ops[:8]]
+    evidence = [said.last_op(o.rank, o.name, o.seq, o.state, o.where, "en") for o in finding.last_ops[:8]]
     where = finding.where
     if rank is not None:  # the odd rank's own last call says more than the collective the others entered
         where = next((o.where for o in finding.last_ops if o.rank == rank and o.where), where)
-    next_evidence = [] if category in ("straggler", "collective_mismatch") else [NCCL_HINT, NATIVE_HINT]
-    own: dict[str, str] = {}
+    next_keys = [] if category in ("straggler", "collective_mismatch") else [hints.NCCL, hints.NATIVE]
     if category == "straggler":
-        next_evidence.append("a stack snapshot of the missing rank while it hangs (`traindoc hang` on its node): what it does instead")
-        own[next_evidence[-1]] = zh.MISSING_RANK_SNAPSHOT
+        next_keys.append("hang.hint.missing_rank")
     diagnosis = JobDiagnosis(
         kind="hang", root_cause=RootCause(category, rank, finding.summary, evidence=evidence, where=where,
                                           confidence=0.7 if category != "unknown" else 0.3),
-        ranks=finding.ranks, collective=finding.collective, next_evidence=next_evidence,
+        ranks=finding.ranks, collective=finding.collective, next_evidence=[say(key, "en") for key in next_keys],
         search_lines=[finding.summary],
-        wording={"zh": zh.wording(zh.flight_recorder(finding), next_items=zh.items(next_evidence, own),
-                                  collective=finding.collective)},
+        wording={"zh": said.wording(said.flight_recorder(finding, "zh"), next_items=[say(key, "zh") for key in next_keys],
+                                    collective=finding.collective)},
     )
-    return HangSnapshot(diagnosis, [], f"Flight Recorder dumps in {fr_dir}", flight_recorder=finding)
+    return HangSnapshot(diagnosis, [], say("hang.source.flight_recorder", "en", folder=fr_dir), flight_recorder=finding)
 
 
 def merge_flight_recorder(snapshot: HangSnapshot, finding: FrFinding) -> None:
@@ -165,25 +159,28 @@ def merge_flight_recorder(snapshot: HangSnapshot, finding: FrFinding) -> None:
     the dumps show which rank never joined."""
     diagnosis = snapshot.diagnosis
     own = diagnosis.wording.setdefault("zh", {})  # the Chinese sentences follow the English ones
-    said = zh.flight_recorder(finding)
+    found = {"en": finding.summary, "zh": said.flight_recorder(finding, "zh")}
     snapshot.flight_recorder = finding
     if finding.collective:
-        diagnosis.collective = (f"{diagnosis.collective}; {finding.collective}" if diagnosis.collective
-                                else finding.collective)
-        own["collective"] = f"{own['collective']}；{finding.collective}" if own.get("collective") else finding.collective
+        diagnosis.collective = (f"{diagnosis.collective}{say('jobs.clause_sep', 'en')}{finding.collective}"
+                                if diagnosis.collective else finding.collective)
+        own["collective"] = (f"{own['collective']}{say('jobs.clause_sep', 'zh')}{finding.collective}"
+                             if own.get("collective") else finding.collective)
     diagnosis.symptoms.append(Symptom("flight_recorder", finding.missing_ranks or sorted(finding.mismatched),
-                                      f"Flight Recorder: {finding.summary}"))
-    zh.add_symptom(diagnosis, f"Flight Recorder：{said}")
-    diagnosis.next_evidence = [e for e in diagnosis.next_evidence if e != FR_HINT]
+                                      say("hang.fr.finding", "en", summary=found["en"])))
+    said.add_symptom(diagnosis, say("hang.fr.finding", "zh", summary=found["zh"]))
+    diagnosis.next_evidence = [e for e in diagnosis.next_evidence if e != hints.FR_HINT]
     if own.get("next"):
-        own["next"] = "\n".join(e for e in own["next"].splitlines() if e != zh.FR_HINT)
+        own["next"] = "\n".join(e for e in own["next"].splitlines() if e != say(hints.FR, "zh"))
         if not own["next"]:
             del own["next"]
     root = diagnosis.root_cause
     if root is not None and root.category in ("unknown", "network") and len(finding.missing_ranks) == 1:
-        diagnosis.root_cause = replace(root, category="straggler", rank=finding.missing_ranks[0],
-                                       summary=f"{root.summary}; Flight Recorder: {finding.summary}", confidence=0.6)
-        own["root"] = f"{own.get('root') or root.summary}；Flight Recorder：{said}"
+        summary = root.summary + say("jobs.clause_sep", "en") + say("hang.fr.finding", "en", summary=found["en"])
+        diagnosis.root_cause = replace(root, category="straggler", rank=finding.missing_ranks[0], summary=summary,
+                                       confidence=0.6)
+        own["root"] = (own.get("root") or root.summary) + say("jobs.clause_sep", "zh") + \
+            say("hang.fr.finding", "zh", summary=found["zh"])
 
 
 def _no_workers(job: Any, frames: Sequence[Frame], host: str, source: str) -> HangSnapshot:
@@ -193,18 +190,17 @@ def _no_workers(job: Any, frames: Sequence[Frame], host: str, source: str) -> Ha
     port = launcher.option("--master-port")
     target = endpoint + (f":{port}" if port and endpoint and ":" not in endpoint else "") if endpoint else None
     python = [f for f in frames if f.kind != "native"]
-    place = Place("rendezvous", f"{launcher.kind} waits for its rendezvous", None, python[0] if python else None)
-    summary = (f"{launcher.kind} (pid {launcher.pid}) runs but has started no workers: it waits in the rendezvous"
-               + (f" for the other nodes (--nnodes {nnodes})" if nnodes else "")
-               + (f" at {target}" if target else ""))
-    if place.inner is not None:
-        summary += f"; its stack is in {place.inner.text()}"
+    label, phrase = phrased("hang.label.rendezvous", launcher=launcher.kind)
+    place = Place("rendezvous", label, None, python[0] if python else None, phrase=phrase)
+    inner = place.inner.text() if place.inner else None
+    summary = said.no_workers(launcher.kind, launcher.pid, nnodes, target, inner, "en")
     group = StackGroup(place, [], [launcher.pid], [host], [f.text() for f in frames if f.kind != "native"][:12])
     evidence = [launcher.cmdline[:300]] + [f.text() for f in frames if f.kind != "native"][:5]
     root = RootCause("rendezvous", None, summary, host=host, evidence=evidence, where=place.inner.text() if place.inner else None,
                      confidence=0.6)
-    next_evidence = RENDEZVOUS_EVIDENCE + [NODES_HINT]
-    said = zh.no_workers(launcher.kind, launcher.pid, nnodes, target, place.inner.text() if place.inner else None)
-    diagnosis = JobDiagnosis(kind="hang", root_cause=root, next_evidence=next_evidence, search_lines=[summary],
-                             wording={"zh": zh.wording(said, next_items=zh.items(next_evidence))})
+    next_keys = [*hints.RENDEZVOUS, hints.NODES]
+    diagnosis = JobDiagnosis(kind="hang", root_cause=root, next_evidence=[say(key, "en") for key in next_keys],
+                             search_lines=[summary],
+                             wording={"zh": said.wording(said.no_workers(launcher.kind, launcher.pid, nnodes, target, inner, "zh"),
+                                                         next_items=[say(key, "zh") for key in next_keys])})
     return HangSnapshot(diagnosis, [group], source, job.describe())

@@ -1,10 +1,11 @@
-"""A hang diagnosis's sentences, from the phrase book (``common/data/phrases/hang.json``): in Chinese unless asked
-otherwise, for ``jobs.stacks``, ``jobs.hang`` and ``jobs.flight_recorder`` write their English themselves (the same
-keys hold it, and a test holds the two alike). Function names, file:line, commands and environment variables stay
-as they are; an error message quoted from py-spy or a server stays as printed.
+"""A hang diagnosis's sentences in either language, from the phrase book (``common/data/phrases/hang.json``):
+jobs.stacks, jobs.hang and `traindoc hang` say each one in English and in Chinese from the same fields. Function
+names, file:line, commands and environment variables stay as they are; an error message quoted from py-spy or a
+server stays as printed.
 
-A place's label and a snapshot's source arrive as those modules wrote them, in English: each is matched against
-the English of its phrase, in the order of ``LABELS`` and ``SOURCES``, and said again from the fields it carries.
+A place's label carries its phrase (``Place.phrase``); a snapshot's source arrives as jobs.hang and jobs.procs
+wrote it, in English, and is matched against the English of its phrase, in the order of ``SOURCES``, and said
+again from the fields it carries.
 """
 
 from __future__ import annotations
@@ -24,22 +25,6 @@ if TYPE_CHECKING:
     from jobs.flight_recorder import FrFinding
     from jobs.places import Place, StackGroup
 
-# The place labels jobs.stacks.locate and jobs.framework_waits write (phrase keys), in the order they are tried: the
-# first whose English matches the whole label says it. A label none matches is a name (dist.barrier, load_shard) or
-# a quoted error, and stays as it is.
-LABELS = (
-    "hang.label.backward_waits",
-    "hang.label.all_reduce_in_backward",
-    "hang.label.all_reduce",
-    "hang.label.a_collective_in_backward",
-    "hang.label.a_collective",
-    "hang.label.collective_in_backward",
-    "hang.label.collective",
-    "hang.label.cuda_sync",
-    "hang.label.rendezvous",
-    "hang.label.no_frame",
-    "hang.label.framework_call",  # FSDP's dist.all_gather_single
-)
 LABELS_AT = {  # a label that already ends in an aside takes the user's file:line inside it
     "hang.label.backward_waits": "hang.label.backward_waits.at",
     "hang.label.cuda_sync": "hang.label.cuda_sync.at",
@@ -47,21 +32,11 @@ LABELS_AT = {  # a label that already ends in an aside takes the user's file:lin
 # Where a snapshot came from, and which job (jobs.hang, jobs.procs).
 SOURCES = ("hang.source.pyspy", "hang.source.debug_server", "hang.source.flight_recorder", "hang.source.ranks_behind",
            "hang.source.ranks_of")
-FIELD_SHAPES = {"launcher": r"\S+", "call": r"\S+", "count": r"\d+"}  # a field not named here is any text
+FIELD_SHAPES = {"count": r"\d+"}  # a field not named here is any text
 HINTS = ("hang.hint.fr", "hang.hint.nccl", "hang.hint.detail", "hang.hint.native", "hang.hint.nodes",
-         "hang.hint.same_launch", "hang.hint.endpoint_reachable")  # jobs.stack_hints, in the phrase book
-
-# The Chinese of the sentences jobs.stacks and jobs.hang add as they are.
-P2P_DEADLOCK = say("hang.p2p_deadlock", "zh")
-EVERY_RANK_ON_ITS_GPU = say("hang.every_rank_on_its_gpu", "zh")
-BACKWARD_UNDECIDED = say("hang.backward_undecided", "zh")
-SAME_COLLECTIVE = say("hang.same_collective", "zh")
-UNREADABLE_MAY_BE_IT = say("hang.unreadable_may_be_it", "zh")
-NO_COLLECTIVE = say("hang.no_collective", "zh")
+         "hang.hint.same_launch", "hang.hint.endpoint_reachable")  # jobs.stack_hints
 FR_HINT = say("hang.hint.fr", "zh")
 DETAIL_HINT = say("hang.hint.detail", "zh")
-JOB_LOG = say("hang.hint.job_log", "zh")
-MISSING_RANK_SNAPSHOT = say("hang.hint.missing_rank", "zh")
 
 
 # -- where a group is --------------------------------------------------------------------------------------------
@@ -83,36 +58,35 @@ def _read_back(keys: Sequence[str], text: str) -> tuple[str, dict[str, str]] | N
     return None
 
 
-def _said_again(keys: Sequence[str], text: str, lang: Lang) -> str:
-    found = _read_back(keys, text)
+def label(where: Place, lang: Lang) -> str:
+    """A place's label in ``lang``: its phrase, or the name ("dist.barrier") or quoted error it is."""
+    if where.phrase is None:
+        return where.label
+    key, values = where.phrase
+    return say(key, lang, **dict(values))
+
+
+def source(text: str, lang: Lang) -> str:
+    """Where a snapshot came from, and which job (jobs.hang, jobs.procs)."""
+    found = _read_back(SOURCES, text)
     return say(found[0], lang, **found[1]) if found else text
 
 
-def label(text: str, lang: Lang = "zh") -> str:
-    return _said_again(LABELS, text, lang)
-
-
-def source(text: str, lang: Lang = "zh") -> str:
-    """Where a snapshot came from, and which job (jobs.hang, jobs.procs)."""
-    return _said_again(SOURCES, text, lang)
-
-
-def _label_at(text: str, where: str, lang: Lang) -> str:
+def _label_at(where: Place, at: str, lang: Lang) -> str:
     """A label with the user's file:line: "dist.barrier (train.py:77)"."""
-    found = _read_back(LABELS, text)
-    if found is not None and found[0] in LABELS_AT:
-        return say(LABELS_AT[found[0]], lang, where=where, **found[1])
-    return say("hang.place.at", lang, label=say(found[0], lang, **found[1]) if found else text, where=where)
+    if where.phrase is not None and where.phrase[0] in LABELS_AT:
+        return say(LABELS_AT[where.phrase[0]], lang, where=at, **dict(where.phrase[1]))
+    return say("hang.place.at", lang, label=label(where, lang), where=at)
 
 
-def place(where: Place, lang: Lang = "zh") -> str:
-    """``Place.text()``."""
+def place(where: Place, lang: Lang) -> str:
+    """Where a group is: ``Place.text()`` in ``lang``."""
     if where.kind == "unreadable":
-        return label(where.label, lang)
+        return label(where, lang)
     if where.kind in ("collective", "rendezvous", "device"):
         if where.user is not None:
-            return _label_at(where.label, where.user.where, lang)
-        said = label(where.label, lang)
+            return _label_at(where, where.user.where, lang)
+        said = label(where, lang)
         return say("hang.place.in", lang, label=said, inner=where.inner.text()) if where.inner else said
     if where.user is None:
         return where.inner.text() if where.inner else "?"
@@ -122,12 +96,12 @@ def place(where: Place, lang: Lang = "zh") -> str:
     return text
 
 
-def phrase(group: StackGroup, lang: Lang = "zh") -> str:
-    """``jobs.stacks._phrase``: "ranks 0 and 2 wait in dist.barrier (train.py:77)"."""
+def phrase(group: StackGroup, lang: Lang) -> str:
+    """A group in a sentence: "ranks 0 and 2 wait in dist.barrier (train.py:77)"."""
     who = rank_names(group.ranks, lang)
     many = len(group.ranks) > 1
     if group.place.kind == "unreadable":
-        return say("hang.group.unreadable", lang, who=who, label=label(group.place.label, lang))
+        return say("hang.group.unreadable", lang, who=who, label=label(group.place, lang))
     said = place(group.place, lang)
     if group.place.kind == "elsewhere":
         return say("hang.group.elsewhere", lang, who=who, place=said, are=say("hang.are" if many else "hang.is", lang))
@@ -140,17 +114,17 @@ def _gap(text: str) -> str:
     return " " if text[-1:].isascii() else ""
 
 
-def summary(groups: Sequence[StackGroup], lang: Lang = "zh") -> str:
+def summary(groups: Sequence[StackGroup], lang: Lang) -> str:
     return say("jobs.clause_sep", lang).join(phrase(g, lang) for g in groups)
 
 
 # -- what the verdicts add to the summary -------------------------------------------------------------------------
 
-def rendezvous_missing(world_size: int | None, missing: Sequence[int], lang: Lang = "zh") -> str:
+def rendezvous_missing(world_size: int | None, missing: Sequence[int], lang: Lang) -> str:
     return say("hang.rendezvous_missing", lang, world_size=world_size, missing=span(missing))
 
 
-def remote(count: int, lang: Lang = "zh") -> str:
+def remote(count: int, lang: Lang) -> str:
     return say("hang.remote", lang, count=count)
 
 
@@ -160,33 +134,33 @@ def _have(ranks: Sequence[int], lang: Lang) -> str:
     return say("hang.has" if len(ranks) == 1 else "hang.have", lang)
 
 
-def straggler(waiting: Sequence[int], odd: Sequence[int], lang: Lang = "zh") -> str:
+def straggler(waiting: Sequence[int], odd: Sequence[int], lang: Lang) -> str:
     return say("hang.why.straggler", lang, waiting=rank_names(waiting, lang), odd=rank_names(odd, lang), have=_have(odd, lang))
 
 
-def before_init(waiting: Sequence[int], odd: Sequence[int], call: str, lang: Lang = "zh") -> str:
+def before_init(waiting: Sequence[int], odd: Sequence[int], call: str, lang: Lang) -> str:
     return say("hang.why.before_init", lang, waiting=rank_names(waiting, lang), call=call, odd=rank_names(odd, lang),
                have=_have(odd, lang))
 
 
-def gpu_straggler(syncing: Sequence[int], odd: Sequence[int], lang: Lang = "zh") -> str:
+def gpu_straggler(syncing: Sequence[int], odd: Sequence[int], lang: Lang) -> str:
     return say("hang.why.gpu_straggler", lang, syncing=rank_names(syncing, lang), odd=rank_names(odd, lang),
                are=say("hang.is" if len(odd) == 1 else "hang.are", lang))
 
 
-def mismatch(majority: Sequence[int], where: Place, lang: Lang = "zh") -> str:
+def mismatch(majority: Sequence[int], where: Place, lang: Lang) -> str:
     said = place(where, lang)
     return say("hang.why.mismatch", lang, majority=rank_names(majority, lang), place=said, gap=_gap(said))
 
 
 # -- what would tell more -----------------------------------------------------------------------------------------
 
-def then_stop(kind: str, pid: int, lang: Lang = "zh") -> str:
-    """``jobs.hang._then_stop``'s last step."""
+def then_stop(kind: str, pid: int, lang: Lang) -> str:
+    """``jobs.hang._then_stop``'s last step: stop this job by its launcher."""
     return say("hang.then_stop", lang, kind=kind, pid=pid)
 
 
-def look_at(group: StackGroup, lang: Lang = "zh") -> str:
+def look_at(group: StackGroup, lang: Lang) -> str:
     """The straggler's next step: why it is still where it is."""
     return say("hang.look_at", lang, who=rank_names(group.ranks, lang), place=place(group.place, lang),
                pid=group.pids[0] if group.pids else "PID", are=say("hang.are" if len(group.ranks) > 1 else "hang.is", lang))
@@ -198,9 +172,9 @@ def _hints() -> dict[str, str]:
 
 
 def items(english: Iterable[str], own: Mapping[str, str] | None = None) -> list[str]:
-    """The next-evidence items in Chinese: those built beside the English (``own``), the fixed hints, and a
-    quoted error (a rank whose stack could not be read) as printed."""
-    return [(own or {}).get(item) or _hints().get(item) or label(item) for item in english]
+    """Next-evidence items said in English, in Chinese: those built beside the English (``own``), the fixed hints,
+    and anything else (a quoted error) as printed."""
+    return [(own or {}).get(item) or _hints().get(item) or item for item in english]
 
 
 # -- the diagnosis's wording --------------------------------------------------------------------------------------
@@ -220,11 +194,11 @@ def add_symptom(diagnosis: JobDiagnosis, chinese: str) -> None:
     own["symptoms"] = f"{own['symptoms']}{say('jobs.clause_sep', 'zh')}{chinese}" if own.get("symptoms") else chinese
 
 
-def stuck_in_kernel(pids: str, seconds: float, lang: Lang = "zh") -> str:
+def stuck_in_kernel(pids: str, seconds: float, lang: Lang) -> str:
     return say("hang.stuck_in_kernel", lang, pids=pids, seconds=seconds)
 
 
-def no_workers(kind: str, pid: int, nnodes: str | None, target: str | None, inner: str | None, lang: Lang = "zh") -> str:
+def no_workers(kind: str, pid: int, nnodes: str | None, target: str | None, inner: str | None, lang: Lang) -> str:
     """``jobs.hang._no_workers``'s summary: a launcher that started no rank."""
     return say("hang.no_workers", lang, kind=kind, pid=pid,
                nodes=say("hang.no_workers.nodes", lang, nnodes=nnodes) if nnodes else "",
@@ -267,7 +241,7 @@ def flight_recorder(finding: FrFinding, lang: Lang = "zh") -> str:
                where=say("hang.fr.called_at", lang, where=finding.where) if finding.where else "")
 
 
-def last_op(rank: int, name: str, seq: int, state: str, where: str | None, lang: Lang = "zh") -> str:
+def last_op(rank: int, name: str, seq: int, state: str, where: str | None, lang: Lang) -> str:
     """A rank's last recorded collective: "rank 1: last gloo:all_reduce #3 completed at train.py:18"."""
     if where:
         return say("hang.last_op_at", lang, rank=rank, name=name, seq=seq, state=state, where=where)

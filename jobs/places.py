@@ -6,10 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from common.language import say
+from jobs import hang_wording
 from jobs.pyspy import Frame
 
 PlaceKind = Literal["collective", "rendezvous", "device", "elsewhere", "unreadable"]
 C10D_API = "torch/distributed/distributed_c10d.py"  # every public function there on a hung stack is a c10d call
+Phrase = tuple[str, tuple[tuple[str, str], ...]]  # a phrase key (common/data/phrases/hang.json) and its values
+
+
+def phrased(key: str, **values: str) -> tuple[str, Phrase]:
+    """A label said from the phrase book: its English, and the phrase to say it in another language."""
+    return say(key, "en", **values), (key, tuple(values.items()))
 
 
 @dataclass(frozen=True)
@@ -30,20 +38,10 @@ class Place:
     user: Frame | None = None  # the deepest frame outside site-packages and the standard library
     inner: Frame | None = None  # the innermost Python frame
     inferred: bool = False  # a wait read from frames that a long computation shows too (backward without native frames)
+    phrase: Phrase | None = None  # the label's phrase; None where the label is a name ("dist.barrier") or an error
 
     def text(self) -> str:
-        if self.kind == "unreadable":
-            return self.label
-        if self.kind in ("collective", "rendezvous", "device"):
-            if self.user is None:
-                return f"{self.label} in {self.inner.text()}" if self.inner else self.label
-            return f"{self.label} ({self.user.where})"
-        if self.user is None:
-            return self.inner.text() if self.inner else "?"
-        text = f"{self.user.function} ({self.user.where})"
-        if self.inner is not None and self.inner != self.user:
-            text += f", inside {self.inner.text()}"
-        return text
+        return hang_wording.place(self, "en")
 
 
 @dataclass

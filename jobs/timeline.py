@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from common.language import say
 from jobs import wording
 from jobs.events import SIGNALS, Event, JobEvents
 
@@ -39,7 +40,7 @@ def timeline_of(job: JobEvents) -> JobTimeline:
 
 
 def clock(when: datetime | None) -> str:
-    return f" at {when:%H:%M:%S}" if when else ""
+    return wording.clock(when, "en")
 
 
 def sort_key(event: Event) -> tuple[float, int]:
@@ -78,9 +79,11 @@ def _exit_events(job: JobEvents) -> list[Event]:
     for index, x in enumerate(job.exits):
         if x.code is None or x.code >= 0:
             continue
-        name = SIGNALS.get(-x.code, f"signal {-x.code}")
-        task = f"Slurm task {x.rank}: " if x.launcher == "srun" and x.rank is not None else ""
-        line = f"{task}exitcode {x.code} ({name})" + (f": {x.note}" if x.note else "")
+        name = SIGNALS.get(-x.code) or say("jobs.launcher.signal", "en", number=-x.code)
+        task = say("jobs.exit.task", "en", rank=x.rank) if x.launcher == "srun" and x.rank is not None else ""
+        line = say("jobs.exit.line", "en", task=task, code=x.code, signal=name)
+        if x.note:
+            line += say("jobs.root.meaning", "en", meaning=x.note)
         if x.code in (-15, -1, -2, -3) or x.after_first:  # stopped: by the launcher, the scheduler, a user
             kind, category = "symptom", "killed_by_launcher"
         elif x.code == -6:
@@ -91,17 +94,16 @@ def _exit_events(job: JobEvents) -> list[Event]:
             kind, category = "root", "native_crash"  # a segfault: native code (an extension, a driver, a library)
         else:
             kind, category = "root", "host_oom"  # SIGKILL nobody else sent: usually the kernel's OOM killer
-        summary, line_zh = f"killed by {name}", ""
+        summary, line_zh = say("jobs.killed_by", "en", signal=name), ""
         if x.after_first:
-            summary = f"killed by {name} after another rank had failed: the launcher's (or the scheduler's) kill"
+            summary = say("jobs.killed_after_first", "en", signal=name)
         elif x.oom:
-            summary += ": Slurm reports Out Of Memory (the step's cgroup memory limit: --mem, --mem-per-cpu, --mem-per-gpu)"
-            line += f": {summary}"
+            summary += say("jobs.killed.slurm_oom", "en")
+            line += say("jobs.root.meaning", "en", meaning=summary)
         elif x.code == -9:  # said where it is shown: a bare "exitcode -9" reads as a mystery
-            summary += (", usually by the kernel's OOM killer: host RAM ran out (`dmesg -T | grep -i 'killed process'`"
-                        " shows it), else the scheduler or a user sent it")
-            line_zh = f"{line}：{wording.KILLED_BY_SIGKILL}"
-            line += f": {summary}"
+            summary = say("jobs.killed_by_sigkill", "en")
+            line_zh = line + say("jobs.root.meaning", "zh", meaning=say("jobs.killed_by_sigkill", "zh"))
+            line += say("jobs.root.meaning", "en", meaning=summary)
         events.append(Event(order=10**9 + index, kind=kind, category=category, summary=summary,
                             line=line, rank=x.rank, host=x.host, time=x.time, line_zh=line_zh))
     return events

@@ -38,7 +38,7 @@ def in_words(timeline: JobTimeline, verdict: Verdict) -> JobDiagnosis:
         entries = timeline_entries(events)
         in_chinese = symptoms_in_chinese(events, verdict.culprit, verdict.blamed)
         if verdict.explains:
-            said = why(verdict.blamed, symptoms)
+            said = why(verdict.blamed, symptoms, events)
         else:
             in_chinese["why"] = ""
         chinese = in_chinese | chinese

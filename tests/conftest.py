@@ -9,16 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-# The repository's packages before the test folders of the same names (tests/jobs, tests/advice, tests/runbooks):
-# under a bare `pytest` (no `python -m`), importlib.resources would otherwise read package data from the tests.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import pytest  # noqa: E402
-from clikit import BIN, ROOT, CliRunner, isolated_env, run_cli  # noqa: E402
+import pytest
+from clikit import BIN, ROOT, CliRunner, isolated_env, run_cli
 
 
 @pytest.fixture(autouse=True)

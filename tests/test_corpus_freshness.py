@@ -12,14 +12,10 @@ import pty
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from clikit import BIN, ROOT
-
-if str(ROOT) not in sys.path:  # alone, tests/runbooks/ would be found as the `runbooks` package (tests/tools/conftest.py)
-    sys.path.insert(0, str(ROOT))
 
 from agent.core import Question, Troubleshooter
 from agent.events import Notice

@@ -109,8 +109,7 @@ def test_every_job_in_the_table_exists_on_disk(job: str) -> None:
         assert (data / "ds-issues" / f"{name}.log").is_file()
     else:
         assert source == "cpu", job
-        sys.path.insert(0, str(ROOT / "tests" / "jobs"))
-        import jobkit
+        import jobkit  # tests/jobs/jobkit.py (pyproject.toml's pythonpath)
 
         spec = jobkit.SPECS[name]
         assert (jobkit.FAULTS / spec.script).is_file(), spec

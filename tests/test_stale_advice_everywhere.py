@@ -10,7 +10,7 @@ from agent.core import Question, build_troubleshooter
 from agent.llm.toolbox import Toolbox
 from common.redaction import Redactor
 from common.settings import Settings
-from ui.web import sources_html
+from traindoc_web.chat import sources_html
 
 QUESTION = "RTX 5090: sm_120 is not compatible with the current PyTorch installation, which build do I install?"
 STALE = re.compile(r"whl/cu124|pytorch-cuda=12\.4")

@@ -11,9 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import jobkit  # noqa: E402
+import jobkit  # beside this script: run as a script, its folder is on sys.path
 
 
 def main() -> int:

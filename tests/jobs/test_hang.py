@@ -261,7 +261,7 @@ def test_bad_pids_are_one_line(tmp_path: Path, cli) -> None:
 
 
 def test_no_training_process_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    from ui.cli import traindoc_main
+    from traindoc_cli.main import traindoc_main
 
     monkeypatch.setattr(procs, "PROC", fake_proc_root(tmp_path, [FakeProc(10, 1, ("/bin/bash",), exe="/bin/bash")]))
     assert traindoc_main(["hang"]) == 1

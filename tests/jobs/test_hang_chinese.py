@@ -21,7 +21,7 @@ from jobs.flight_recorder import FrFinding, describe
 from jobs.hang import RankStack, _no_workers, analyse_stacks, merge_flight_recorder
 from jobs.pyspy import Frame, classify
 from jobs.render import diagnosis_markdown
-from ui.hang_cli import lang_of
+from traindoc_cli.hang import lang_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -64,7 +64,7 @@ def test_the_web_chat_reads_no_process_of_its_host_unless_its_operator_says_so(t
                                                                                 tmp_path: Path) -> None:
     from agent.core import build_troubleshooter
     from common.settings import Settings
-    from ui.web import WebChat, WebOptions
+    from traindoc_web.chat import WebChat, WebOptions
 
     troubleshooter = build_troubleshooter(Settings.from_env())
 

@@ -1,28 +1,26 @@
-"""The job reader's sentences come from the phrase book: no Chinese is written in the code that says them, and
-where another module still writes its English itself (jobs.consequences, jobs.stacks, jobs.hang,
-jobs.flight_recorder, jobs.stack_hints), the phrase's English says the same, so that module can say it from the
-book."""
+"""The job reader's sentences come from the phrase book: no sentence (and no Chinese punctuation) is written in the
+code that says them, every place label a stack can show is a phrase, and where two functions compose the same
+sentence (jobs.flight_recorder.describe from the analyzer's output, jobs.hang_wording from the finding), they say
+the same."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from common.language import CJK, say
-from jobs import consequences, hang, hang_wording, stack_hints, stacks, wording
-from jobs.diagnosis import JobDiagnosis, ranks_text
-from jobs.events import Event
+from jobs import hang_wording, stacks, wording
+from jobs.diagnosis import ranks_text
 from jobs.flight_recorder import describe
 from jobs.places import RankStack
 from jobs.pyspy import Frame, classify
 
 ROOT = Path(__file__).resolve().parents[2]
-SAYERS = ["jobs/wording.py", "jobs/hang_wording.py", *(f"jobs/verdicts/{p.name}" for p in (ROOT / "jobs/verdicts").glob("*.py")),
-          "ui/hang_cli.py", "ui/slack_replies.py"]
+SAYERS = ["jobs/wording.py", "jobs/hang_wording.py", "jobs/consequences.py", "jobs/stacks.py", "jobs/hang.py",
+          "jobs/stack_hints.py", "jobs/flight_recorder.py", "jobs/timeline.py", "jobs/places.py", "jobs/framework_waits.py",
+          *(f"jobs/verdicts/{p.name}" for p in (ROOT / "jobs/verdicts").glob("*.py"))]
 SITE = "/venv/lib/python3.11/site-packages/"
 C10D = SITE + "torch/distributed/distributed_c10d.py"
 
@@ -31,32 +29,17 @@ C10D = SITE + "torch/distributed/distributed_c10d.py"
 def test_no_sentence_is_written_in_code(path: str) -> None:
     text = (ROOT / path).read_text(encoding="utf-8")
     assert not CJK.search(text), f"{path}: Chinese belongs in common/data/phrases/: {CJK.search(text)}"
+    assert not any(mark in text for mark in "；：（），、"), f"{path}: Chinese punctuation belongs in common/data/phrases/"
 
 
 def test_ranks_are_named_as_the_diagnosis_names_them() -> None:
-    for ranks in [[], [3], [0, 2], [1, 2, 3], [0, 1, 2, 5], [0, 1, 2, 3], list(range(64)), [0, 2, 4, 6, 8, 10, 12],
-                  [0, 1, 2, 3, 7, 9, 10, 11, 12]]:
-        assert wording.rank_names(ranks, "en") == ranks_text(ranks)
+    for ranks, english in [([], "no rank"), ([3], "rank 3"), ([0, 2], "ranks 0 and 2"), ([1, 2, 3], "ranks 1, 2 and 3"),
+                           ([0, 1, 2, 5], "ranks 0, 1, 2 and 5"), ([0, 1, 2, 3], "ranks 0-3"), (list(range(64)), "ranks 0-63"),
+                           ([0, 2, 4, 6, 8, 10, 12], "ranks 0,2,4,6,8,10,12"),
+                           ([0, 1, 2, 3, 7, 9, 10, 11, 12], "ranks 0-3,7,9-12")]:
+        assert ranks_text(ranks) == wording.rank_names(ranks, "en") == english
     assert wording.rank_names([0, 1, 2, 5], "zh") == "rank 0、1、2 和 5"
     assert wording.rank_names([0, 2], "zh", "task") == "Slurm 任务 0 和 2"
-
-
-def _symptom(order: int, category: str, rank: int | None, call: str | None = "all_reduce") -> Event:
-    return Event(order, "symptom", category, "", "", rank, where="train.py:9" if call else None, call=call)
-
-
-def test_the_consequences_english_is_the_phrase_books() -> None:
-    events = [_symptom(0, "collective_timeout", 0), _symptom(1, "collective_timeout", 2), _symptom(2, "peer_closed", 3, None),
-              _symptom(3, "killed_by_launcher", 1, None), _symptom(4, "killed_by_launcher", 2, None),
-              _symptom(5, "process_abort", 3, None), _symptom(6, "nccl_warning", None, None)]
-    for count in range(1, len(events) + 1):
-        for chosen in itertools.combinations(events, count):
-            said = consequences.consequences_of(list(chosen), None)
-            groups = consequences.symptom_groups(list(chosen), None)
-            ours = [wording.symptom(category, ranks, where, "en") for category, ranks, where in groups]
-            assert ours == [s.summary for s in said]
-            for rank in (None, 1):
-                assert wording.why(rank, ours, False, "en") == consequences.why(rank, said)
 
 
 def _frames(*spec: tuple[str, str, int]) -> tuple[Frame, ...]:
@@ -83,63 +66,33 @@ JOBS = {
     "fsdp": [RankStack(0, FSDP), RankStack(1, FSDP)],
     "unreadable": [RankStack(0, _in("barrier", 58)), RankStack(1, error="process 11 exited before its stack could be read")],
     "frameless": [RankStack(0, ()), RankStack(1, _in("barrier", 5))],
+    "reducer": [RankStack(0, _frames(("c10d::Reducer::finalize_backward", "libtorch.so", 0)) + BACKWARD), RankStack(1, SHARD)],
+    "deepspeed": [RankStack(0, _frames(("_engine_run_backward", SITE + "torch/autograd/graph.py", 979),
+                                       ("backward", SITE + "deepspeed/runtime/engine.py", 2000), ("main", "/job/train.py", 52)))],
+    "native_wait": [RankStack(0, _frames(("c10d::ProcessGroupNCCL::WorkNCCL::wait", "libtorch.so", 0), ("step", "/job/train.py", 5)))],
 }
 
 
 @pytest.mark.parametrize("name", JOBS)
-def test_a_hung_jobs_english_is_the_phrase_books(name: str) -> None:
-    snapshot = stacks.analyse_stacks(JOBS[name], world_size=4)
-    groups = snapshot.groups
-    for group in groups:
-        assert hang_wording.place(group.place, "en") == group.place.text()
-        assert hang_wording.phrase(group, "en") == stacks._phrase(group)
-        if group.ranks and group.place.kind == "elsewhere":
-            assert hang_wording.look_at(group, "en") == stacks._look_at(group)
-    diagnosis = snapshot.diagnosis
-    assert diagnosis.root_cause is not None and diagnosis.root_cause.summary.startswith(hang_wording.summary(groups, "en"))
-    by_kind = {kind: sorted(r for g in groups if g.place.kind == kind for r in g.ranks) for kind in ("collective", "elsewhere", "device")}
-    if name == "straggler":
-        assert diagnosis.why_consequences == hang_wording.straggler(by_kind["collective"], by_kind["elsewhere"], "en")
-    if name == "gpu":
-        assert diagnosis.why_consequences == hang_wording.gpu_straggler(by_kind["device"], by_kind["elsewhere"], "en")
-    if name == "init":
-        waiting = sorted(r for g in groups if g.place.kind == "rendezvous" for r in g.ranks)
-        assert diagnosis.why_consequences == hang_wording.before_init(waiting, by_kind["elsewhere"], "dist.init_process_group", "en")
-    if name == "mismatch":
-        majority = max((g for g in groups if g.place.kind == "collective"), key=lambda g: len(g.ranks))
-        assert diagnosis.why_consequences == hang_wording.mismatch(majority.ranks, majority.place, "en")
+def test_every_place_label_is_a_phrase_or_a_name(name: str) -> None:
+    """A label traindoc words (DDP's all-reduce, a CUDA sync) carries its phrase, so each language says it from the
+    book; a label without one is a name from the stack (dist.barrier) or a quoted error, the same in every language."""
+    for group in stacks.analyse_stacks(JOBS[name], world_size=4).groups:
+        place = group.place
+        if place.phrase is None:
+            assert " " not in place.label or "exited" in place.label, place.label
+            continue
+        key, values = place.phrase
+        assert place.label == say(key, "en", **dict(values))
+        assert hang_wording.label(place, "zh") == say(key, "zh", **dict(values)) != place.label
+        assert hang_wording.place(place, "en") == place.text()
 
 
-def test_a_label_or_source_in_english_reads_back_as_itself() -> None:
-    for text in ("backward, where DDP's gradient all-reduce waits", "DDP's gradient all-reduce in backward", "a collective",
-                 "FSDP's dist.all_gather_into_tensor", "torchrun waits for its rendezvous", "no Python frame", "dist.barrier",
-                 "a CUDA synchronisation (waiting on the GPU)", "process 11 exited before its stack could be read"):
-        assert hang_wording.label(text, "en") == text
+def test_a_source_in_english_reads_back_as_itself() -> None:
     for text in ("py-spy on node1", "debug server http://h:25999", "Flight Recorder dumps in fr/", "4 ranks behind http://h:1",
                  "ranks of 10.0.0.1:29500", "torchrun (pid 100)"):
         assert hang_wording.source(text, "en") == text
-    assert hang_wording.source("4 ranks behind http://h:1") == "http://h:1 后面的 4 个 rank"
-    assert hang_wording.label("x y waits for its rendezvous") == "x y waits for its rendezvous", "one word names a launcher"
-
-
-def test_the_hints_english_is_jobs_stack_hints() -> None:
-    assert [say(key, "en") for key in hang_wording.HINTS] == [
-        stack_hints.FR_HINT, stack_hints.NCCL_HINT, stack_hints.DETAIL_HINT, stack_hints.NATIVE_HINT, stack_hints.NODES_HINT,
-        *stack_hints.RENDEZVOUS_EVIDENCE]
-
-
-def test_the_launchers_english_is_jobs_hangs() -> None:
-    diagnosis = JobDiagnosis("hang", None)
-    hang._then_stop(diagnosis, "torchrun", 100)
-    assert diagnosis.next_evidence == [hang_wording.then_stop("torchrun", 100, "en")]
-    for options, inner in (({"--nnodes": "2", "--rdzv-endpoint": "10.0.0.1:29500"}, True), ({}, False)):
-        launcher = SimpleNamespace(kind="torchrun", pid=100, cmdline="torchrun train.py", option=options.get)
-        job = SimpleNamespace(launcher=launcher, describe=lambda: "torchrun (pid 100)")
-        frames = _frames(("_store_based_barrier", SITE + "torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py", 50))
-        root = hang._no_workers(job, frames if inner else (), "node1", "py-spy on node1").diagnosis.root_cause
-        assert root is not None
-        assert root.summary == hang_wording.no_workers("torchrun", 100, options.get("--nnodes"), options.get("--rdzv-endpoint"),
-                                                       frames[0].text() if inner else None, "en")
+    assert hang_wording.source("4 ranks behind http://h:1", "zh") == "http://h:1 后面的 4 个 rank"
 
 
 def _op(rank: int, state: str, name: str = "nccl:all_reduce", seq: int = 4, where: str | None = None) -> dict[str, Any]:
@@ -159,6 +112,6 @@ FLIGHT_RECORDS = [
 
 
 @pytest.mark.parametrize("data", FLIGHT_RECORDS)
-def test_a_flight_recorder_findings_english_is_the_phrase_books(data: dict[str, Any]) -> None:
+def test_a_flight_recorder_finding_is_said_alike_from_its_fields(data: dict[str, Any]) -> None:
     finding = describe(data)
     assert hang_wording.flight_recorder(finding, "en") == finding.summary

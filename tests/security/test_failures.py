@@ -98,7 +98,7 @@ _PANIC = textwrap.dedent("""
         raise RuntimeError("PanicException: index out of bounds")
 
     chromadb.PersistentClient = boom
-    from ui.cli import ask_main
+    from traindoc_cli.main import ask_main
     sys.exit(ask_main(sys.argv[1:]))
 """)
 
@@ -118,7 +118,7 @@ _WARNING = textwrap.dedent("""
     import sys
     from corpus import store
     store._register_function = lambda: None  # as before: chroma cannot rebuild our embedding function, and warns
-    from ui.cli import traindoc_main
+    from traindoc_cli.main import traindoc_main
     sys.exit(traindoc_main(["index", sys.argv[1]]))
 """)
 

@@ -241,7 +241,7 @@ _INJECTED = textwrap.dedent("""
         raise InternalError("Error executing plan: error returned from database: (code: 13) database or disk is full")
 
     Collection.upsert = full
-    from ui.cli import traindoc_main
+    from traindoc_cli.main import traindoc_main
     sys.exit(traindoc_main(["index"]))
 """)
 

@@ -17,9 +17,9 @@ from rich.console import Console
 from agent.answer import Answer
 from agent.compose import compose
 from common.textsafe import code_span, escape_markdown, escape_mrkdwn, fence, inert_markdown, printable, segments
-from ui.render import print_answer
-from ui.screen import document
-from ui.slack_blocks import to_mrkdwn
+from traindoc_cli.render import print_answer
+from traindoc_cli.screen import document
+from traindoc_slack.blocks import to_mrkdwn
 
 MARKDOWN = MarkdownIt("commonmark")
 PIECES = list("`~![]()<>&*_#|\\:/.w @\n-\t") + ["http://a.example/x", "www.a.example", "<img src=x>", "<!channel>", "@here",

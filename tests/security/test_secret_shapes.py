@@ -72,7 +72,7 @@ def _answer(shape: Shape) -> Answer:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_a_slack_message_never_carries_a_secret(shape: Shape) -> None:
-    from ui.slack_blocks import answer_blocks
+    from traindoc_slack.blocks import answer_blocks
 
     fallback, blocks = answer_blocks(_answer(shape), "a1", probes_button=True)
     assert shape.planted not in fallback + json.dumps(blocks)
@@ -80,7 +80,7 @@ def test_a_slack_message_never_carries_a_secret(shape: Shape) -> None:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_the_web_chat_never_shows_a_secret(shape: Shape) -> None:
-    from ui.web import shown, sources_html
+    from traindoc_web.chat import shown, sources_html
 
     answer = _answer(shape)
     assert shape.planted not in shown(answer.answer) + shown(answer.question) + sources_html(answer)
@@ -95,7 +95,7 @@ def test_the_feedback_store_never_keeps_a_secret(shape: Shape, tmp_path: Path) -
 
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_a_log_line_on_stderr_never_carries_a_secret(shape: Shape, capsys: pytest.CaptureFixture[str]) -> None:
-    from ui.quiet import setup_logging
+    from traindoc_cli.quiet import setup_logging
 
     root = logging.getLogger()
     saved = list(root.handlers), root.level

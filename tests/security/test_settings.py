@@ -61,7 +61,7 @@ def test_every_documented_variable_is_a_setting_and_every_setting_is_documented(
 
 def test_no_module_reads_a_variable_behind_the_settings_back() -> None:
     offenders = []
-    for package in ("agent", "common", "corpus", "tools", "jobs", "ui", "evaluation"):
+    for package in ("agent", "common", "corpus", "tools", "jobs", "traindoc_cli", "traindoc_web", "traindoc_slack", "evaluation"):
         for path in (ROOT / package).rglob("*.py"):
             if path.name == "settings.py" and package == "common":
                 continue
@@ -93,7 +93,7 @@ def test_every_entry_point_reads_the_same_settings(entry: str, variable: str, tm
 
 
 def test_the_front_ends_take_their_options_from_the_settings() -> None:
-    from ui.slack_bot import SlackOptions
+    from traindoc_slack.bot import SlackOptions
 
     settings = Settings.from_env(SAMPLES)
     slack = SlackOptions.from_settings(settings, port=3000, host="127.0.0.1")

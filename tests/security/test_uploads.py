@@ -15,7 +15,7 @@ from test_bundles import EVIL_FIX, bundle
 
 from agent.core import Troubleshooter
 from common.settings import Settings
-from ui.web import WebChat, WebOptions
+from traindoc_web.chat import WebChat, WebOptions
 
 
 def _chat(data: Path, tmp_path: Path) -> WebChat:
@@ -71,7 +71,7 @@ def test_uploads_past_the_readers_are_refused_in_one_line_and_questions_still_an
                                                                                        tmp_path: Path) -> None:
     """Every upload reader busy (hostile uploads being read): another upload gets one line at once, with no server
     path; a question without an upload is answered as usual, whatever the uploads do."""
-    import ui.web as web
+    import traindoc_web.chat as web
 
     chat = _chat(use_shared_index, tmp_path)
     log = tmp_path / "train.log"
@@ -94,7 +94,7 @@ def test_uploads_past_the_readers_are_refused_in_one_line_and_questions_still_an
 
 
 def test_an_upload_error_names_the_file_never_the_servers_path(tmp_path: Path) -> None:
-    from ui.web import without_upload_path
+    from traindoc_web.chat import without_upload_path
 
     upload = tmp_path / "gradio" / "abc123" / "node3.json"
     message = f"{upload}: results[0]: not an object; see {upload.parent}"

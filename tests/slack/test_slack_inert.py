@@ -14,7 +14,7 @@ from slack_kit import Bot, blocks_text, event_callback, mention, new_ts, new_use
 from agent.answer import Answer, FindingView
 from agent.summary import verdict_of
 from common.secrets import SHAPES
-from ui.slack_blocks import answer_blocks
+from traindoc_slack.blocks import answer_blocks
 
 pytestmark = pytest.mark.slow
 BOT_ENV = {"TRAINDOC_SLACK_CHANNELS": "C1", "TRAINDOC_SLACK_RATE": "30", "TRAINDOC_MAX_BUNDLE_MB": "0.01"}

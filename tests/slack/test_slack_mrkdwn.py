@@ -13,7 +13,7 @@ import re
 import pytest
 from mrkdwn_rules import slack_bold_spans
 
-from ui.slack_mrkdwn import plain_line, to_mrkdwn
+from traindoc_slack.mrkdwn import plain_line, to_mrkdwn
 
 INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 

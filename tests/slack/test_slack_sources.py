@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agent.answer import Citation
 from common.redaction import Redactor
-from ui.slack_sources import source_line
+from traindoc_slack.sources import source_line
 
 HASH_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 LINK = re.compile(r"<(https?://[^|>]+)\|([^>]+)>")

@@ -15,8 +15,8 @@ from slack_sdk.web import SlackResponse
 
 from agent.answer import Answer, Citation, FindingView
 from common.errors import ConfigError
-from ui.slack_blocks import answer_blocks, notification_line
-from ui.slack_options import RateLimiter, SlackOptions, slack_error_line
+from traindoc_slack.blocks import answer_blocks, notification_line
+from traindoc_slack.options import RateLimiter, SlackOptions, slack_error_line
 
 SLACK_SECTION_LIMIT = 3000  # Block Kit: section text
 SLACK_MAX_BLOCKS = 50  # Block Kit: blocks per message
@@ -160,7 +160,7 @@ def test_answer_blocks_mask_secrets_everywhere() -> None:
 
 
 def test_answer_blocks_buttons_carry_the_answer_id_and_what_feedback_needs() -> None:
-    from ui.slack_feedback import read_value
+    from traindoc_slack.feedback import read_value
 
     answer = sample_answer("### Likely cause: NCCL timeout\n\nmore", n_citations=2)
     answer.question = "why does NCCL time out? HF_TOKEN=" + fake_token("hf_")
@@ -177,7 +177,7 @@ def test_answer_blocks_buttons_carry_the_answer_id_and_what_feedback_needs() -> 
 
 
 def test_a_button_value_stays_within_slacks_limit_for_a_long_question() -> None:
-    from ui.slack_feedback import read_value
+    from traindoc_slack.feedback import read_value
 
     answer = sample_answer("x", n_citations=5)
     answer.question = "为什么 " * 3000
@@ -190,7 +190,7 @@ def test_a_button_value_stays_within_slacks_limit_for_a_long_question() -> None:
 
 
 def test_an_old_button_value_is_an_id_alone() -> None:
-    from ui.slack_feedback import read_value
+    from traindoc_slack.feedback import read_value
 
     assert read_value("abc123") == ("abc123", None)
 
@@ -213,10 +213,10 @@ def test_manifest_parses_and_grants_what_the_bot_uses() -> None:
 
 
 def test_every_api_method_the_bot_calls_has_its_scope() -> None:
-    """The Web API methods named in ui/slack_bot.py, mapped to the scope each needs (api.slack.com/methods)."""
+    """The Web API methods named in traindoc_slack/bot.py, mapped to the scope each needs (api.slack.com/methods)."""
     scope_of = {"chat.postMessage": "chat:write", "chat.postEphemeral": "chat:write", "reactions.add": "reactions:write",
                 "reactions.remove": "reactions:write", "conversations.replies": "channels:history", "auth.test": None}
-    source = Path(ROOT / "ui" / "slack_bot.py").read_text(encoding="utf-8")
+    source = Path(ROOT / "traindoc_slack" / "bot.py").read_text(encoding="utf-8")
     called = set(re.findall(r"\"((?:chat|reactions|conversations|auth|files)\.[A-Za-z]+)\"", source))
     assert called <= set(scope_of), f"a new Web API method needs its scope checked: {called - set(scope_of)}"
     manifest = yaml.safe_load((ROOT / "deploy" / "slack-manifest.yaml").read_text(encoding="utf-8"))
@@ -225,7 +225,7 @@ def test_every_api_method_the_bot_calls_has_its_scope() -> None:
 
 
 def test_the_bots_own_replies_follow_the_askers_language() -> None:
-    from ui.slack_replies import reply
+    from traindoc_slack.replies import reply
 
     assert reply("thanks_up", "训练卡住了怎么办") == "谢谢，已记录：这个回答有帮助。"
     assert reply("thanks_up", "why does NCCL hang?").startswith("Thanks, recorded")

@@ -4,14 +4,6 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
-ROOT = TESTS.parent
-for path in (str(ROOT), str(TESTS)):
-    if path not in sys.path:
-        sys.path.insert(0, path)
-if str(TESTS / "jobs") not in sys.path:  # tests/jobs/hangkit.py: a real hung torchrun job (after ROOT: its jobs/ wins)
-    sys.path.append(str(TESTS / "jobs"))
-
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real NVIDIA GPU (skipped elsewhere)")

@@ -162,7 +162,7 @@ def _plural(counts):
 
 
 def test_a_terminal_gets_whole_words_within_its_width():
-    from ui.probe_cli import print_table
+    from traindoc_cli.probe import print_table
 
     console = Console(width=80, force_terminal=True, record=True, color_system=None)
     value = "torch 2.11.0+cpu is a CPU-only build but this machine has NVIDIA GPUs: " + "reinstall-a-CUDA-build " * 5
@@ -180,7 +180,7 @@ def probe_args(**changes):
 
 
 def test_verbose_adds_evidence_and_fixes_under_the_table(capsys, monkeypatch):
-    from ui.probe_cli import run_probe_command
+    from traindoc_cli.probe import run_probe_command
 
     monkeypatch.setenv("COLUMNS", "120")
     assert run_probe_command(probe_args(verbose=True)) == 0
@@ -194,7 +194,7 @@ def test_verbose_adds_evidence_and_fixes_under_the_table(capsys, monkeypatch):
 
 
 def test_json_still_carries_every_detail(capsys):
-    from ui.probe_cli import run_probe_command
+    from traindoc_cli.probe import run_probe_command
 
     assert run_probe_command(probe_args(json=True)) == 0
     data = json.loads(capsys.readouterr().out)

@@ -125,14 +125,14 @@ def test_warning_only_without_auth_off_loopback(servers) -> None:
      ("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("10.0.0.1", False), ("example.com", False)],
 )
 def test_is_loopback(host: str, loopback: bool) -> None:
-    from ui.web import is_loopback
+    from traindoc_web.chat import is_loopback
 
     assert is_loopback(host) is loopback
 
 
 def test_parse_auth() -> None:
     from common.errors import ConfigError
-    from ui.web import parse_auth
+    from traindoc_web.chat import parse_auth
 
     assert parse_auth(None) is None and parse_auth("") is None
     assert parse_auth("u:p") == ("u", "p")

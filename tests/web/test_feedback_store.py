@@ -60,7 +60,7 @@ def test_bad_rating_and_unwritable_path(tmp_path: Path) -> None:
 
 
 def test_web_rate_finds_the_liked_answer(tmp_path: Path) -> None:
-    from ui.web import WebChat, WebOptions
+    from traindoc_web.chat import WebChat, WebOptions
 
     chat = WebChat(SimpleNamespace(settings=None), WebOptions(feedback_db=tmp_path / "fb.sqlite3"))  # type: ignore[arg-type]
     first, second = _answer(), _answer("why is my loss NaN")
@@ -75,7 +75,7 @@ def test_web_rate_finds_the_liked_answer(tmp_path: Path) -> None:
 
 
 def test_content_text_reads_gradio_message_parts() -> None:
-    from ui.web_html import content_text
+    from traindoc_web.markup import content_text
 
     assert content_text("plain") == "plain"
     assert content_text([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]) == "a\nb"

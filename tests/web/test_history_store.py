@@ -12,7 +12,7 @@ import pytest
 
 from common.secrets import SHAPES
 from common.settings import Settings
-from ui.web_history import DAY_S, HistoryStore, owner_of
+from traindoc_web.history import DAY_S, HistoryStore, owner_of
 
 
 def _state(text: str) -> dict:
@@ -68,7 +68,7 @@ def test_the_retention_setting(tmp_path: Path) -> None:
 
 
 def test_restore_reopen_and_new_chat(tmp_path: Path) -> None:
-    from ui.web import WebChat, WebOptions
+    from traindoc_web.chat import WebChat, WebOptions
 
     settings = SimpleNamespace(data_dir=tmp_path, web_history_days=30)
     chat = WebChat(SimpleNamespace(settings=settings), WebOptions(feedback_db=tmp_path / "fb.sqlite3"))  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ from web_server_kit import ask
 
 from common.secrets import SHAPES
 from tools.base import ProbeResult, Status
-from ui.web_html import probes_html
-from ui.web_page import citation_items, sources_html
+from traindoc_web.markup import probes_html
+from traindoc_web.page import citation_items, sources_html
 
 pytestmark = pytest.mark.slow
 ATTACKER = "attacker.example"

@@ -97,7 +97,7 @@ def _still_serving(page) -> None:
 def test_over_limit_file_is_refused_by_the_handler_too(tmp_path: Path) -> None:
     """Gradio enforces max_file_size on upload; the handler checks again for files that reach it anyway."""
     from common.errors import InputError
-    from ui.web_upload import read_upload
+    from traindoc_web.upload import read_upload
 
     big = tmp_path / "big.log"
     with big.open("wb") as handle:

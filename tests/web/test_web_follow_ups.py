@@ -11,7 +11,7 @@ import pytest
 
 from agent.core import build_troubleshooter
 from common.settings import Settings
-from ui.web import WebChat, WebOptions
+from traindoc_web.chat import WebChat, WebOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 OOM_LOG = ROOT / "tests" / "jobs" / "data" / "gpu-real" / "oom_crash" / "console.log"

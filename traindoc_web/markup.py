@@ -9,7 +9,7 @@ from typing import Any
 from agent.answer import Answer
 from common.secrets import mask
 from common.textsafe import inert_markdown
-from ui.web_page import citation_items, html_text
+from traindoc_web.page import citation_items, html_text
 
 
 def shown(markdown: str) -> str:
@@ -19,7 +19,7 @@ def shown(markdown: str) -> str:
 
 
 def sources_html(answer: Answer | None) -> str:
-    """One answer's sources, each expanding to its section rendered (the panel shows every answer's: ui/web_page)."""
+    """One answer's sources, each expanding to its section rendered (the panel shows every answer's: traindoc_web/page)."""
     if answer is None:
         return ""
     entry = {**answer.to_json(), "texts": {c.chunk_id: c.text for c in answer.citations}}

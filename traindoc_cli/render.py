@@ -4,7 +4,7 @@ fix), so what stays on an 80x24 screen is the answer.
 
 Code is printed as it is, never wrapped or cut: a long command runs past the edge (the terminal soft-wraps it)
 rather than breaking into two commands. Colour follows rich (off with ``NO_COLOR``); on anything that is not a
-terminal, and with ``--format text|markdown``, the answer is printed as text to paste (ui.screen).
+terminal, and with ``--format text|markdown``, the answer is printed as text to paste (traindoc_cli.screen).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agent.answer import Answer
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from common.language import language_of, say
 from common.textsafe import inert_markdown, printable, segments
-from ui.screen import closing_line, document, probes_line, source_title
+from traindoc_cli.screen import closing_line, document, probes_line, source_title
 
 
 def _markdown(text: str) -> Markdown:

@@ -3,10 +3,10 @@
 The chat streams the answer; each probe or tool call is a collapsible step; an answer's ``[n]`` markers open the
 cited section, rendered; the sources panel keeps every answer's sources; a log upload works like `ask --log` and
 belongs to the question it came with (and to follow-ups about it: agent/conversation.py decides); conversations
-survive a reload (ui/web_history.py), with "New chat"; the probe panel names the server it describes; thumbs
+survive a reload (traindoc_web/history.py), with "New chat"; the probe panel names the server it describes; thumbs
 up/down are stored for `traindoc feedback export`. This module holds the handlers behind the page; the page and
-the server are built by ui/web_app.py (its style, script and examples are in ui/web_page.py), an upload is read
-by ui/web_upload.py, and what the chat shows of a text is made safe by ui/web_html.py.
+the server are built by traindoc_web/app.py (its style, script and examples are in traindoc_web/page.py), an upload is read
+by traindoc_web/upload.py, and what the chat shows of a text is made safe by traindoc_web/markup.py.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from common.language import say
 from common.secrets import mask
 from common.surrogates import escape_surrogates
 from common.textsafe import escape_markdown
-from ui.web_history import HistoryStore, owner_of
-from ui.web_html import probes_html, shown
-from ui.web_html import sources_html as sources_html  # one answer's sources: tests/ import it from here
-from ui.web_page import NEW_BROWSER
-from ui.web_page import sources_html as sources_panel
-from ui.web_upload import read_upload, upload_slot, uploaded_bundle, without_upload_path
+from traindoc_web.history import HistoryStore, owner_of
+from traindoc_web.markup import probes_html, shown
+from traindoc_web.markup import sources_html as sources_html  # one answer's sources: tests/ import it from here
+from traindoc_web.page import NEW_BROWSER
+from traindoc_web.page import sources_html as sources_panel
+from traindoc_web.upload import read_upload, upload_slot, uploaded_bundle, without_upload_path
 
 DEFAULT_MAX_UPLOAD_MB = 50
 

@@ -1,5 +1,5 @@
-"""`traindoc web`'s Gradio app: the page, its components wired to ``WebChat``'s handlers (ui/web.py) with its style,
-script and examples from ui/web_page.py, and the server that serves it."""
+"""`traindoc web`'s Gradio app: the page, its components wired to ``WebChat``'s handlers (traindoc_web/chat.py) with its style,
+script and examples from traindoc_web/page.py, and the server that serves it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.core import Troubleshooter
-from ui.web import WebChat, WebOptions, is_loopback
-from ui.web_history import owner_of
-from ui.web_page import CSS, EXAMPLE_LOG, NEW_BROWSER, SCRIPT, SCROLL_TO_ANSWER, examples, server_host
+from traindoc_web.chat import WebChat, WebOptions, is_loopback
+from traindoc_web.history import owner_of
+from traindoc_web.page import CSS, EXAMPLE_LOG, NEW_BROWSER, SCRIPT, SCROLL_TO_ANSWER, examples, server_host
 
 
 def _username(request: Any) -> str | None:

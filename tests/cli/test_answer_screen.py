@@ -18,8 +18,8 @@ from agent.answer import Answer, Citation, FindingView
 from agent.compose import compose
 from agent.summary import finished, verdict_of
 from common.textsafe import clip_words, flanking_safe
-from ui.render import print_answer
-from ui.screen import document
+from traindoc_cli.render import print_answer
+from traindoc_cli.screen import document
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PIP = "pip install torch==2.7.0 torchvision --index-url https://download.pytorch.org/whl/cu128 --force-reinstall"

@@ -19,10 +19,10 @@ from advice.review import with_notes
 from common.secrets import mask
 from common.textsafe import inert_markdown, printable
 
-ASSETS = Path(__file__).resolve().parent / "web_assets"
+ASSETS = Path(__file__).resolve().parent / "assets"
 EXAMPLE_LOG = ASSETS / "example-oom-2-ranks.log"  # real torchrun output of a 2-rank job that ran out of GPU memory
 TITLE_CHARS = 70
-NEW_BROWSER = {"browser": "", "conversation": ""}  # the ids a page holds until ui/web.py gives it its own
+NEW_BROWSER = {"browser": "", "conversation": ""}  # the ids a page holds until traindoc_web/chat.py gives it its own
 
 CSS = """
 .traindoc-sources details { margin: 4px 0; }

@@ -156,7 +156,7 @@ def _traindoc_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(debug: bool) -> None:
-    from ui.quiet import setup_logging
+    from traindoc_cli.quiet import setup_logging
 
     setup_logging(debug)
 
@@ -182,7 +182,7 @@ def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
 def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
     """Exit codes (README, SECURITY.md): 0 done, 1 failed (one line says what and what to do), 2 bad usage,
     130 interrupted."""
-    from ui.quiet import one_line, panicked
+    from traindoc_cli.quiet import one_line, panicked
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
@@ -245,7 +245,7 @@ def _ask(argv: Sequence[str] | None) -> int:
         answer = troubleshooter.ask(question)
         print(json.dumps(answer.to_json(), ensure_ascii=False))
         return 0
-    from ui.render import StreamPrinter, output_console, print_answer
+    from traindoc_cli.render import StreamPrinter, output_console, print_answer
 
     console, fmt = output_console(args.format)
     if troubleshooter.settings.backend == "offline":
@@ -298,7 +298,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from ui.batch_cli import run_batch  # a bad line is reported with its number; the others are answered
+    from traindoc_cli.batch import run_batch  # a bad line is reported with its number; the others are answered
 
     return run_batch(args, _troubleshooter)
 
@@ -341,8 +341,8 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         return _web(args)
     if args.command == "slack":
         from agent.core import build_troubleshooter
-        from ui.slack_bot import run
-        from ui.slack_options import SlackOptions
+        from traindoc_slack.bot import run
+        from traindoc_slack.options import SlackOptions
 
         settings = _settings(args)
         options = SlackOptions.from_settings(settings, port=args.port, host=args.host)
@@ -362,11 +362,11 @@ def _traindoc(argv: Sequence[str] | None) -> int:
             print(check.line())
         return 0 if all(c.passed for c in checks) else 1
     if args.command == "probe":
-        from ui.probe_cli import run_probe_command
+        from traindoc_cli.probe import run_probe_command
 
         return run_probe_command(args)
     if args.command == "hang":
-        from ui.hang_cli import run_hang_command
+        from traindoc_cli.hang import run_hang_command
 
         return run_hang_command(args)
     raise UsageError(f"unknown command {args.command!r}")
@@ -380,8 +380,8 @@ def _feedback_path() -> Path:
 
 def _web(args: argparse.Namespace) -> int:
     from agent.core import build_troubleshooter
-    from ui.web import DEFAULT_MAX_UPLOAD_MB, WebOptions, parse_auth
-    from ui.web_app import serve
+    from traindoc_web.app import serve
+    from traindoc_web.chat import DEFAULT_MAX_UPLOAD_MB, WebOptions, parse_auth
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, not {args.port}")

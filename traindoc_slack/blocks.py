@@ -12,10 +12,10 @@ from agent.answer import Answer
 from common.language import Lang, say
 from common.redaction import Redactor
 from common.textsafe import GRAVE, escape_mrkdwn
-from ui.slack_feedback import button_value
-from ui.slack_mrkdwn import plain as plain_text
-from ui.slack_mrkdwn import plain_line, to_mrkdwn
-from ui.slack_sources import source_line
+from traindoc_slack.feedback import button_value
+from traindoc_slack.mrkdwn import plain as plain_text
+from traindoc_slack.mrkdwn import plain_line, to_mrkdwn
+from traindoc_slack.sources import source_line
 
 SECTION_LIMIT = 2900  # Slack's section text limit is 3000 characters
 MAX_BLOCKS = 45
@@ -64,7 +64,7 @@ def answer_blocks(answer: Answer, answer_id: str, *, probes_button: bool,
                   share_button: bool = False, full: bool = False) -> tuple[str, list[dict[str, Any]]]:
     """(notification text, blocks), redacted: the brief answer (agent.brief) with a "Full answer" button, or the
     whole one (``full``: what that button posts). A long answer is shortened, never the sources or the buttons.
-    The buttons carry what feedback needs after a restart (``ui.slack_feedback``); ``share_button`` offers to
+    The buttons carry what feedback needs after a restart (``traindoc_slack.feedback``); ``share_button`` offers to
     post an ephemeral answer to the channel."""
     redact = Redactor().redact
     lang = answer.lang  # every label in the asker's language

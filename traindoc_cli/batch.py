@@ -78,7 +78,7 @@ def _text(value: Any) -> tuple[str, int]:
 
 def run_batch(args: argparse.Namespace, troubleshooter_for: Callable[[argparse.Namespace], Any]) -> int:
     from agent.core import Question
-    from ui.quiet import one_line
+    from traindoc_cli.quiet import one_line
 
     path: Path = args.batch
     try:

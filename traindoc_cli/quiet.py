@@ -14,7 +14,7 @@ from typing import Any
 
 from common.secrets import mask
 
-OWN = ("traindoc", "agent", "corpus", "tools", "jobs", "ui", "common")
+OWN = ("traindoc", "agent", "corpus", "tools", "jobs", "traindoc_cli", "traindoc_web", "traindoc_slack", "common")
 EXIT_CODES = {0: "success", 1: "a failure (the line says what failed and what to do)", 2: "bad usage",
               130: "interrupted"}
 

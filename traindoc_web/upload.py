@@ -48,7 +48,7 @@ def read_upload(path: str | None, max_mb: float, question: str = "") -> tuple[Lo
 
 @contextmanager
 def upload_slot(needed: bool, readers: threading.BoundedSemaphore, wait_s: float) -> Iterator[None]:
-    """A slot among ``readers`` (ui.web's ``UPLOAD_READERS``) for reading an uploaded log; a question without one
+    """A slot among ``readers`` (traindoc_web.chat's ``UPLOAD_READERS``) for reading an uploaded log; a question without one
     never waits. Past ``wait_s`` the upload is refused in one line (the server's other users keep their answers)."""
     if not needed:
         yield

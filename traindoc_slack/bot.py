@@ -2,14 +2,14 @@
 
 Socket Mode when SLACK_APP_TOKEN is set, else the HTTP Events API (signing secret verified by bolt).
 Answers @mentions and DMs in a thread, with the thread as history (its earlier logs and the bot's diagnosis,
-``ui.slack_thread``); acknowledges with :eyes:, replaced by :white_check_mark: once answered (:x: when it
+``traindoc_slack.thread``); acknowledges with :eyes:, replaced by :white_check_mark: once answered (:x: when it
 could not be); posts Block Kit with a plain-text notification line, sources (linked where the corpus records
 an upstream), probe findings and feedback buttons whose clicks are thanked and recorded, across restarts.
 ``/traindoc`` answers ephemerally with a "Share to channel" button. Attached logs and `traindoc probe --json`
 bundles are downloaded (size limit) and analysed; the bot's own host is probed only when
 TRAINDOC_SLACK_PROBES=host. Retries never answer twice; bots are ignored; a per-user rate limit and
 a channel allowlist apply. Slack API errors become one log line naming the setting to fix. The options and the
-rate limit are in ui.slack_options; attachments are downloaded and read by ui.slack_thread.
+rate limit are in traindoc_slack.options; attachments are downloaded and read by traindoc_slack.thread.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from common.errors import ConfigError, TraindocError
 from common.language import say
 from common.redaction import Redactor
 from common.surrogates import escape_surrogates
-from ui.slack_blocks import answer_blocks, mrkdwn, notification_line, plain, probe_blocks
-from ui.slack_feedback import read_value
-from ui.slack_options import RateLimiter, SlackOptions, slack_error_line
-from ui.slack_replies import reply
-from ui.slack_thread import answer_metadata, download_attachment, is_bundle, read_thread_log, thread_history
+from traindoc_slack.blocks import answer_blocks, mrkdwn, notification_line, plain, probe_blocks
+from traindoc_slack.feedback import read_value
+from traindoc_slack.options import RateLimiter, SlackOptions, slack_error_line
+from traindoc_slack.replies import reply
+from traindoc_slack.thread import answer_metadata, download_attachment, is_bundle, read_thread_log, thread_history
 
 log = logging.getLogger("traindoc.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")

