@@ -26,6 +26,10 @@ WIDTH = 80
 SENTENCE_CELLS = 150  # one kept sentence, at most (cut at a word beyond): two rows, a Chinese character two cells
 MARKER = re.compile(r"\[(\d+)\]")
 CODE_LINES = 8  # a longer code block (a config file) shows its first lines in the brief
+CODE_INDENT = 4  # the columns the text renderer indents code by
+TRUNCATED = re.compile(r"^# … .*\n```$", re.M)  # the verdict's last code line saying the rest of the fix is below
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+PAUSES = "，、；：,; "  # where a clipped Chinese sentence may end
 SOURCE = re.compile(r"\s*\(source: [^)]*\)")
 CITED = re.compile(r"(?:\s*\[\d+\])+\s*$")
 ITEM = re.compile(r"^(?:\d+\.|-|\*\*\d+\.\*\*)\s")
@@ -80,6 +84,7 @@ class Tighter:
     sentences: int | None = None
     paragraphs: int | None = None
     with_job: bool = False  # only where the answer tells the job's own story (its root cause and what followed)
+    code: bool | None = None
 
 
 # The job's own story (its root cause and what followed from it: "rank 0 timed out because rank 1 died") is the
@@ -101,6 +106,12 @@ TIGHTER: tuple[Tighter, ...] = (
     Tighter("probes_found", items=1),
     Tighter("log_shows", items=1),
     Tighter("fixes", items=1),
+    # Last, where commands that are never cut leave no room: the job's quoted line, then the fixes after the first
+    # (the verdict shows it), then the why.
+    Tighter("lead_log", code=False),
+    Tighter("lead_hang", code=False),
+    Tighter("fixes", items=0),
+    Tighter("likely_cause", paragraphs=0),
 )
 
 
@@ -110,24 +121,28 @@ class Block:
     lines: list[str]
 
 
-def brief(markdown: str, lang: Lang, *, citations: int = 0, width: int = WIDTH, most: int = MAX_LINES) -> str:
-    """The short form of ``markdown`` (an answer's whole text, ``citations`` sources), fitting ``most`` rows at
-    ``width`` columns with what the renderer adds below it (the sources it cites, the summary). Unchanged when the
-    whole answer, every source listed, already fits."""
-    if rows(markdown, width) + _below(citations, citations) <= most:
+def brief(markdown: str, lang: Lang, *, sources: Sequence[str] = (), summary: str = "", width: int = WIDTH,
+          most: int = MAX_LINES) -> str:
+    """The short form of ``markdown`` (an answer's whole text; ``sources``: its sources' titles, [1] first;
+    ``summary``: its last line or two), fitting ``most`` rows at ``width`` columns with what the renderer adds below
+    it (the sources it cites, the summary). Unchanged when the whole answer, every source listed, already fits."""
+    every = range(1, len(sources) + 1)
+    last = 1 + (rows(summary, width) if summary else 2)
+    if rows(markdown, width) + _below(sources, every, width) + last <= most:
         return markdown
     parts = {part.key: part for part in PARTS}
     text = _shortened(markdown, parts, lang)
     job = any(_part(line, parts, lang).key in JOB_PARTS for line in markdown.split("\n") if line.startswith("### "))
     for step in TIGHTER:
-        if rows(_with_more(text, lang), width) + _below(len(cited(text, range(1, citations + 1))), citations) <= most:
+        if rows(_with_more(text, lang), width) + _below(sources, cited(text, every), width) + last <= most:
             break
         part = parts.get(step.key)
         if part is None or (step.with_job and not job):
             continue
         parts[step.key] = replace(part, items=part.items if step.items is None else step.items,
                                   sentences=part.sentences if step.sentences is None else step.sentences,
-                                  paragraphs=part.paragraphs if step.paragraphs is None else step.paragraphs)
+                                  paragraphs=part.paragraphs if step.paragraphs is None else step.paragraphs,
+                                  code=part.code if step.code is None else step.code)
         text = _shortened(markdown, parts, lang)
     return _with_more(text, lang)
 
@@ -138,12 +153,13 @@ def _with_more(text: str, lang: Lang) -> str:
 
 def rows(markdown: str, width: int = WIDTH) -> int:
     """Terminal rows ``markdown`` takes as the renderers print it: each line wrapped at ``width`` cells, code
-    fences not printed, blank lines kept."""
-    total = 0
+    fences not printed and code indented four columns (text to paste), blank lines kept."""
+    total, code = 0, False
     for line in markdown.split("\n"):
         if line.strip().startswith("```"):
+            code = not code
             continue
-        total += max(1, -(-cells(line) // width))
+        total += max(1, -(-(cells(line) + (CODE_INDENT if code else 0)) // width))
     return total
 
 
@@ -156,6 +172,8 @@ def _shortened(markdown: str, parts: dict[str, Part], lang: Lang) -> str:
                                                                              paragraphs=9)
         if heading is not None and part.key == "verdict_heading":
             command_above = next((_dedented(b.lines) for b in blocks if b.kind == "code"), None)
+            if command_above is not None and TRUNCATED.search(command_above):  # its head only: the whole fix follows
+                blocks, command_above = [b for b in blocks if b.kind != "code"], None
         told = told or part.key in JOB_PARTS
         if told and part.key == "likely_cause":
             blocks = [b for b in blocks if not (b.kind == "para" and _italic(b.lines))]
@@ -206,12 +224,9 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
 
 
 def _same_command(above: str, block: str) -> bool:
-    """The verdict's command is this fix's: the same lines, or their first lines (a long fix's verdict shows its head
-    and a last comment line saying the rest is below)."""
-    head = above.split("\n")
-    if len(head) > 1 and head[-1].startswith("# …"):
-        head = head[:-1]
-    return block == above or block.split("\n")[: len(head)] == head
+    """The verdict's command is this fix's, whole (inside the fences: the verdict's says bash, the fix's its
+    language)."""
+    return above.split("\n")[1:-1] == block.split("\n")[1:-1]
 
 
 def _long_code(lines: Sequence[str], lang: Lang) -> list[str]:
@@ -265,11 +280,17 @@ def _sentences(lines: Sequence[str], most: int) -> str:
 
 
 def _clipped(sentence: str, most: int) -> str:
-    """``sentence`` in at most ``most`` terminal cells, cut at a word ("…")."""
+    """``sentence`` in at most ``most`` terminal cells, cut at a word ("…"); Chinese, which writes no spaces between
+    words, is cut at its last comma or enumeration mark in the second half, where it has one."""
     limit = most
     while limit > 8 and cells(clip_words(sentence, limit)) > most:
         limit -= max(1, (cells(clip_words(sentence, limit)) - most) // 2)
-    return clip_words(sentence, limit)
+    clipped = clip_words(sentence, limit)
+    if not clipped.endswith("…") or not CJK.search(clipped):
+        return clipped
+    kept = clipped[:-1]
+    pause = max(kept.rfind(mark) for mark in PAUSES)
+    return (kept[:pause] if pause > len(kept) // 2 else kept).rstrip(PAUSES) + "…"
 
 
 def _split_sentences(text: str) -> list[str]:
@@ -345,10 +366,11 @@ def cited(text: str, numbers: Iterable[int]) -> list[int]:
     return [n for n in numbers if n in marked] or numbers[:1]
 
 
-def _below(shown: int, count: int) -> int:
-    """Rows a renderer adds below the answer: a blank line and the sources' heading, a line per source shown and
-    one for the rest, a blank line and the summary (two lines where its command is long)."""
-    return 2 + shown + (1 if count > shown else 0) + 3
+def _below(sources: Sequence[str], shown: Iterable[int], width: int) -> int:
+    """Rows a renderer adds below the answer before its summary: a blank line and the sources' heading, each source
+    shown (by its title) and a line for the rest."""
+    listed = [rows(f"  [{n}] {sources[n - 1]}", width) for n in shown]
+    return 2 + sum(listed) + (1 if len(sources) > len(listed) else 0) if sources else 0
 
 
 __all__ = ["MAX_LINES", "PARTS", "TIGHTER", "WIDTH", "brief", "cited", "rows"]

@@ -234,7 +234,10 @@ class Troubleshooter:
         from agent.brief import brief
 
         if answer.mode is None:  # traindoc's own answer (a model's is its own length, streamed as written)
-            answer.brief = brief(answer.answer, answer.lang, citations=len(answer.citations))
+            from agent.summary import summary_line
+
+            last = summary_line(answer.verdict, answer.lang) if answer.verdict is not None else ""
+            answer.brief = brief(answer.answer, answer.lang, sources=[c.named for c in answer.citations], summary=last)
         on_event(FinalAnswer(answer))
         return answer
 

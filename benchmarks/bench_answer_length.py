@@ -33,7 +33,8 @@ def _rows(text: str) -> int:
 
 def _cut_words(brief: str, full: str) -> list[str]:
     plain = " ".join(full.split())
-    return [w for w in re.findall(r"([\w.]+)…", brief)
+    # a Latin word or a number (Chinese writes no spaces: agent.brief cuts it at a comma where it can)
+    return [w for w in re.findall(r"(?<![A-Za-z0-9_.])([A-Za-z0-9_.]+)…", brief)
             if re.search(re.escape(w) + r"\w", plain) and not re.search(re.escape(w) + r"(?!\w)", plain)]
 
 

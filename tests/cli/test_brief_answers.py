@@ -35,7 +35,7 @@ def cut_words(brief: str, full: str) -> list[str]:
     """Words the brief clipped ("…") that the full answer continues: cut mid-word or mid-number."""
     plain = " ".join(full.split())
     cut = []
-    for before in re.findall(r"([\w.]+)…", brief):
+    for before in re.findall(r"(?<![A-Za-z0-9_.])([A-Za-z0-9_.]+)…", brief):  # a Latin word or a number
         if before and re.search(re.escape(before) + r"\w", plain) and not re.search(re.escape(before) + r"(?!\w)", plain):
             cut.append(before)
     return cut
