@@ -89,6 +89,9 @@ def test_upload_over_the_limit_is_refused(web_page, web_server, tmp_path: Path) 
 def _still_serving(page) -> None:
     page.reload()
     page.wait_for_selector("#question textarea")
+    # the conversation comes back after the page loads (the Ask button is enabled with it): counted before it
+    # shows, its warning would pass for a new one
+    page.wait_for_selector("#ask:not([disabled])")
     ask(page, "CUDA out of memory with ZeRO-3, what can I do?")
     first = source_summaries(page)[0]
     assert "显存" in first or "OOM" in first or "out of memory" in first.lower(), first
