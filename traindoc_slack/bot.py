@@ -251,16 +251,22 @@ class SlackBridge:
             self._call(client.chat_postEphemeral, "chat.postEphemeral", channel=channel, user=user,
                        text=reply(key, asked), **({"thread_ts": thread_ts} if thread_ts else {}))
 
+    def _held_or_asked_again(self, answer_id: str, answer: Answer) -> Answer:
+        """The answer this process holds; after a restart the button carried only its summary, so the (masked)
+        question is answered again rather than a summary posted."""
+        with self._lock:
+            held = answer_id in self._answers
+        if held:
+            return answer
+        return self.troubleshooter.ask(intake(Received(text=answer.question, probes=self.options.host_probes)))
+
     def _on_share(self, ack: Any, body: dict[str, Any], client: Any, respond: Any) -> None:
         """Post an ephemeral /traindoc answer to the channel, saying who shared it and what was asked."""
         ack()
         answer_id, answer, channel, user, _ = self._clicked(body)
         if answer is None or not channel:
             return
-        with self._lock:
-            held = answer_id in self._answers
-        if not held:  # the bot restarted: answer the (masked) question again rather than post a summary
-            answer = self.troubleshooter.ask(intake(Received(text=answer.question, probes=self.options.host_probes)))
+        answer = self._held_or_asked_again(answer_id, answer)
         who = f"<@{user}>" if SLACK_ID.fullmatch(user) else "someone"
         intro = reply("shared", answer.question, user=who, question=plain(answer.question)[:300])
         if self.post_answer(client, answer, channel=channel, thread_ts=None, intro=intro):
@@ -275,10 +281,7 @@ class SlackBridge:
         answer_id, answer, channel, _, thread_ts = self._clicked(body)
         if answer is None or not channel:
             return
-        with self._lock:
-            held = answer_id in self._answers
-        if not held:  # the bot restarted: answer the (masked) question again; the button carried only its summary
-            answer = self.troubleshooter.ask(intake(Received(text=answer.question, probes=self.options.host_probes)))
+        answer = self._held_or_asked_again(answer_id, answer)
         text, blocks = answer_blocks(answer, answer_id, probes_button=False, full=True)
         blocks = [b for b in blocks if b.get("type") != "actions"]  # its buttons are on the brief answer above
         self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts, text=text,
