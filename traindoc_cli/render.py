@@ -21,7 +21,7 @@ from agent.answer import Answer
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from common.language import language_of, say
 from common.textsafe import inert_markdown, printable, segments
-from traindoc_cli.screen import closing_line, document, probes_line, source_title
+from traindoc_cli.screen import closing_line, document, probes_line
 
 
 def _markdown(text: str) -> Markdown:
@@ -81,7 +81,7 @@ def _print_sources(answer: Answer, console: Console, full: bool) -> None:
         console.print(f"[bold]{say('sources', lang)}[/bold]")
         shown = answer.sources(full)
         for citation in shown:
-            console.print(Text(printable(f"  [{citation.n}] {source_title(citation)}")), highlight=False)
+            console.print(Text(printable(f"  [{citation.n}] {citation.named}")), highlight=False)
         if len(answer.citations) > len(shown):
             console.print(Text(say("more_sources", lang, count=len(answer.citations) - len(shown))), highlight=False)
     if line := probes_line(answer, lang):

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
-from agent.answer import Answer, Citation
+from agent.answer import Answer
 from agent.summary import summary_line
 from common.language import Lang, say
 from common.textsafe import inert_markdown, printable, segments
@@ -20,11 +20,6 @@ FORMATS = ("text", "markdown")
 HEADING = re.compile(r"^ {0,3}#{1,6}\s+")
 STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 ITALIC_LINE = re.compile(r"^_(\S.*\S)_$")
-
-
-def source_title(citation: Citation) -> str:
-    """A cited section as a reader names it (``Citation.named``): never the file's hash-named name."""
-    return citation.named
 
 
 def probes_line(answer: Answer, lang: Lang) -> str:
@@ -100,7 +95,7 @@ def _document(answer: Answer, fmt: str, width: int, full: bool) -> Iterator[str]
         yield f"**{say('sources', lang)}**\n" if markdown else say("sources", lang)
         shown = answer.sources(full)
         for citation in shown:
-            title = printable(source_title(citation))
+            title = printable(citation.named)
             yield f"- [{citation.n}] {inert_markdown(title)}" if markdown else f"  [{citation.n}] {title}"
         if len(answer.citations) > len(shown):
             yield say("more_sources", lang, count=len(answer.citations) - len(shown))
@@ -115,4 +110,4 @@ def _document(answer: Answer, fmt: str, width: int, full: bool) -> Iterator[str]
         yield printable(last)
 
 
-__all__ = ["FORMATS", "closing_line", "document", "plain_text", "probes_line", "source_title"]
+__all__ = ["FORMATS", "closing_line", "document", "plain_text", "probes_line"]

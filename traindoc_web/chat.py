@@ -122,7 +122,6 @@ class WebChat:
             self._save(username, browser, chat, answers, turns)
             yield chat, sources_panel(answers), "", answers, shown(said), turns, None, browser
             return
-        head, errors = reading.head, reading.errors
         question = intake(Received(text=text, reading=reading, logs=paths, bundle=bundle, history=list(turns),
                                    probes=self.options.host_probes))
         upload_name = Path(log_file).name if log_file else ""
@@ -142,7 +141,7 @@ class WebChat:
         steps: dict[int, int] = {}
         streamed = -1
         tokens = ""
-        asked = user_turn(question.text, log_head=head, log_errors=errors, log_name=upload_name if paths else "",
+        asked = user_turn(question.text, log_head=reading.head, log_errors=reading.errors, log_name=upload_name if paths else "",
                           log_paths=[str(p) for p in paths])
         while True:
             event = events.get()
