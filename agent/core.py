@@ -328,7 +328,8 @@ class Troubleshooter:
         # Nor does the runbook of the answering section's kind: the probes' finding gives the first fix there
         lead_evidence = LeadEvidence(asked, job, question.log_errors or result.error_lines, lang, best,
                                      None if no_match else result.confidence, answering, by_section_kind=not explaining,
-                                     new_words=question.text if question.follows is not None else "")
+                                     new_words=question.text if question.follows is not None else "",
+                                     pasted=job is not None and not question.log_errors and not question.log_head)
         if (chosen := leading(lead_evidence)) is not None:
             runbook, lead = chosen  # the fix follows the diagnosis: the kind's runbook leads
             confidence = lead.confidence

@@ -30,6 +30,8 @@ class Raised:
     place: str  # file:line of the frame that raised it, "" when the paste shows none
     check: str  # the first check, with the thing filled in
     own_kind: str = ""  # the runbook kind when the thing is not a published package (data/exceptions.json own_kind)
+    named_kind: str = ""  # the runbook kind the named thing tells (data/exceptions.json named_kinds): a launcher's
+    # variable, a submodule or a class of a library whose API moves between releases
 
     @property
     def top(self) -> str:
@@ -58,6 +60,18 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
 
 
 @cache
+def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str], ...]:
+    """(exception row, the group it reads: thing or module, its pattern, the kind), in order."""
+    return tuple((row["exception"], group, re.compile(row[group]), row["kind"]) for row in _data()["named_kinds"]
+                 for group in ("thing", "module") if group in row)
+
+
+def _named_kind(name: str, groups: dict[str, str]) -> str:
+    return next((kind for exception, group, pattern, kind in _named_kinds()
+                 if exception == name and pattern.search(groups.get(group) or "")), "")
+
+
+@cache
 def _own_kinds() -> dict[str, str]:
     return {row["name"]: row["own_kind"] for row in _data()["exceptions"] if row.get("own_kind")}
 
@@ -75,7 +89,8 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             frames = [m for earlier in lines[max(0, index - 60):index] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
             own = _own_kinds().get(name, "") if top and top not in _third_party() else ""
-            return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own)
+            return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own,
+                          _named_kind(name, {"thing": thing, "module": module}))
     return None
 
 

@@ -8,10 +8,13 @@ kind of evidence is one function and one row of ``RULES``.
     diagnosis        the job's triage names a kind (its logs compared across ranks)
     quoted           a pasted line shows a message that identifies a kind (the most specific message wins; a
                      generic head, ``ZeroDivisionError`` or ``No module named X``, identifies nothing)
-    own_module       ``No module named X`` where X is no published package: the project's own package
+    named_thing      a generic head whose named thing tells the kind: ``No module named X`` where X is no published
+                     package (the project's own), ``KeyError: 'RANK'`` (a launcher's variable), a transformers
+                     submodule, name or class attribute missing (its API moved between releases)
     hang_stage       the report says the job hangs and names the stage (runbooks/data/hang_stages.json)
     retrieved        a document section answers and retrieval is as sure of a runbook (a likeness)
     section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
+    unstaged_hang    a training job hangs and nothing above names where: the command that finds where ranks wait
 
 A follow-up's new words that name a neighbour of the chosen kind, and the earlier turns did not, move the lead to
 that neighbour ("and on 8 nodes?" after a collective timeout: the network between nodes).
@@ -26,7 +29,7 @@ from agent.exceptions import recognise
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
-from runbooks.choose import for_category, for_hang_stage, kind_of_source, quoted_message
+from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, kind_of_source, quoted_message
 from runbooks.registry import neighbour_named, signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
@@ -54,6 +57,7 @@ class LeadEvidence:
     best_section: tuple[str, str] | None = None  # (source, heading path) of the section that answers
     by_section_kind: bool = True  # False where a probe's finding gives the first fix
     new_words: str = ""  # a follow-up's own words (``text`` holds them after what they follow up on)
+    pasted: bool = False  # the job is a cascade pasted into the question, not logs read from files
 
     def words(self) -> str:
         """All the report's own words: the question, its error lines, the lines the job's cause shows."""
@@ -91,6 +95,8 @@ def diagnosis(ev: LeadEvidence) -> Lead | Stop | None:
         return Stop("diagnosis")
     lines = [*job.root_cause.evidence, *job.search_lines]
     book = for_category(job.root_cause.category, lines, unsignalled_generic(ev.words()))
+    if book is None and job.root_cause.category in BROAD_CATEGORIES and ev.pasted:
+        return None  # a pasted report's broad category ("config") names no kind: the message it quotes may, below
     if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
         return Stop("diagnosis")
     return Lead(book.kind, "diagnosis", next(iter(job.root_cause.evidence), ""), CHOSEN_CONFIDENCE, True)
@@ -107,13 +113,16 @@ def quoted(ev: LeadEvidence) -> Lead | None:
     return None
 
 
-def own_module(ev: LeadEvidence) -> Lead | None:
-    """A missing module that is no published package (agent/data/exceptions.json third_party): the project's own
-    package is not importable where the job runs."""
+def named_thing(ev: LeadEvidence) -> Lead | None:
+    """A generic exception whose named thing tells the kind (agent/data/exceptions.json): a missing module that is no
+    published package is the project's own package not importable where the job runs; ``KeyError: 'RANK'`` a
+    launcher's variable never set; a missing submodule, name or class attribute of transformers an API moved between
+    releases."""
     raised = recognise([*ev.errors, *ev.text.splitlines()])
-    if raised is None or not raised.own_kind:
+    if raised is None or not (kind := raised.own_kind or raised.named_kind):
         return None
-    return Lead(raised.own_kind, "own_module", raised.line, CHOSEN_CONFIDENCE, True)
+    because = "own_module" if raised.own_kind else "named_thing"  # why it leads, in words (lead_why_<because>)
+    return Lead(kind, because, raised.line, CHOSEN_CONFIDENCE, True)
 
 
 def hang_stage(ev: LeadEvidence) -> Lead | None:
@@ -141,15 +150,15 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
     return Lead(kind, "retrieved", words, found.confidence, False)
 
 
-def _alone(ev: LeadEvidence) -> Lead | Stop:
+def _alone(ev: LeadEvidence) -> Lead | None:
     """No document section answers: the runbook retrieval found leads only when retrieval is sure of it on its own
     (RUNBOOK_ALONE) and the report shows that kind's signal; a runbook's broad words alone read like many questions."""
     found = ev.retrieved
     kind = kind_of_source(found.source) if found is not None else None
     if found is None or kind is None or (found.confidence or 0.0) < RUNBOOK_ALONE:
-        return Stop("retrieved")
+        return None
     words = signalled(kind, ev.words())
-    return Lead(kind, "retrieved", words, found.confidence, False) if words is not None else Stop("retrieved")
+    return Lead(kind, "retrieved", words, found.confidence, False) if words is not None else None
 
 
 def section_kind(ev: LeadEvidence) -> Lead | None:
@@ -163,13 +172,23 @@ def section_kind(ev: LeadEvidence) -> Lead | None:
     return Lead(kinds[0], "section_kind", words, ev.documents, False)
 
 
+def unstaged_hang(ev: LeadEvidence) -> Lead | None:
+    """A training job hangs and nothing above named where or why (hang_stages.json rows with names_stage false):
+    the runbook whose first fix is the command that finds where each rank waits."""
+    if (found := for_hang_stage(ev.text, staged=False)) is None:
+        return None
+    book, words = found
+    return Lead(book.kind, "unstaged_hang", words, CHOSEN_CONFIDENCE, True)
+
+
 RULES: tuple[tuple[str, Rule], ...] = (
     ("diagnosis", diagnosis),  # the logs compared across ranks outweigh any one line
     ("quoted", quoted),  # an identifying message pasted: what the failure printed
-    ("own_module", own_module),  # a generic head that names the project's own module
+    ("named_thing", named_thing),  # a generic head whose named thing tells the kind (the project's own module)
     ("hang_stage", hang_stage),  # a hang has no message: where it stalls names it
     ("retrieved", retrieved),  # likeness: only where a document section answers too
     ("section_kind", section_kind),  # the kind the answering section is recorded about
+    ("unstaged_hang", unstaged_hang),  # a training job hangs, no stage named: find where the ranks wait
 )
 
 

@@ -109,12 +109,13 @@ def related_kinds(kind: str) -> frozenset[str]:
 
 
 @cache
-def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]], ...]:
-    """(kind, words that name its stage, words that rule it out: a later part of the run the report names)."""
+def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...], bool], ...]:
+    """(kind, words that name its stage, words that rule it out: a later part of the run the report names, whether
+    the words name a stage: the last row's only say what hangs, and the hang's own words say why it leads)."""
     def compiled(words: list[str]) -> tuple[re.Pattern[str], ...]:
         return tuple(re.compile(word, re.IGNORECASE) for word in words)
 
-    return tuple((row["kind"], compiled(row["words"]), compiled(row.get("unless", [])))
+    return tuple((row["kind"], compiled(row["words"]), compiled(row.get("unless", [])), row.get("names_stage", True))
                  for row in _stage_table()["stages"])
 
 
@@ -124,19 +125,20 @@ def for_hang(text: str) -> Runbook | None:
     return found[0] if found else None
 
 
-def for_hang_stage(text: str) -> tuple[Runbook, str] | None:
+def for_hang_stage(text: str, *, staged: bool = True) -> tuple[Runbook, str] | None:
     """(the English runbook, the words that named the stage) for a report that says its job hangs and names where
     (data/hang_stages.json): "deepspeed 一直在等 ... Initializing TorchBackend" is a DeepSpeed start-up hang. Read
-    from the report's first 4,000 characters (a prose question, or a paste's opening)."""
+    from the report's first 4,000 characters (a prose question, or a paste's opening). ``staged=False``: the rows
+    that name no stage, only what hangs (a training job), with the hang's own words."""
     head = text[:4000]
-    if HANG_WORDS.search(head) is None:
+    if (hang := HANG_WORDS.search(head)) is None:
         return None
     books = _kinds()
-    for kind, words, unless in _stages():
-        if kind not in books or any(u.search(head) for u in unless):
+    for kind, words, unless, names_stage in _stages():
+        if names_stage != staged or kind not in books or any(u.search(head) for u in unless):
             continue
         if (named := next((m for w in words if (m := w.search(head)) is not None), None)) is not None:
-            return books[kind], named.group(0)
+            return books[kind], named.group(0) if names_stage else hang.group(0)
     return None
 
 

@@ -87,10 +87,17 @@ def signalled(name: str, text: str) -> str | None:
 
 
 def yielded(name: str, text: str) -> tuple[str, str] | None:
-    """(the neighbour, its words) that leads instead of kind ``name``: the report shows that neighbour's signal and
-    none of this kind's own (data/kinds.json yields_to)."""
+    """(the neighbour, its words) that leads instead of kind ``name`` (data/kinds.json yields_to): the report quotes
+    one of that neighbour's own messages (PyTorch's "not compatible with the current PyTorch installation" beside
+    the "no kernel image" both print), or shows that neighbour's signal and none of this kind's own."""
     own = kind(name)
-    if own is None or not own.yields_to or own.signal_in(text) is not None:
+    if own is None or not own.yields_to:
+        return None
+    for other in own.yields_to:
+        neighbour = kind(other)
+        if neighbour is not None and (quoted := next((m for m in neighbour.specific if m in text), None)) is not None:
+            return other, quoted
+    if own.signal_in(text) is not None:
         return None
     for other in own.yields_to:
         if (words := signalled(other, text)) is not None:

@@ -42,7 +42,8 @@ def test_two_kinds_claiming_one_message_is_found(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_rules_are_one_ordered_table_strongest_evidence_first() -> None:
-    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "own_module", "hang_stage", "retrieved", "section_kind"]
+    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "named_thing", "hang_stage", "retrieved", "section_kind",
+                                        "unstaged_hang"]
 
 
 def test_each_rule_alone_says_its_kind_and_why() -> None:
@@ -53,7 +54,8 @@ def test_each_rule_alone_says_its_kind_and_why() -> None:
     assert lead is not None and not isinstance(lead, Stop) and lead.kind == "port_in_use" and "EADDRINUSE" in lead.because
     hang = rules["hang_stage"](LeadEvidence("my deepspeed job hangs at Initializing TorchBackend", None, [], "en"))
     assert hang is not None and not isinstance(hang, Stop) and hang.kind == "deepspeed_init_hang"
-    assert rules["retrieved"](LeadEvidence("x", None, [], "en", documents=None)) == Stop("retrieved")
+    assert rules["retrieved"](LeadEvidence("x", None, [], "en", documents=None)) is None
+    assert decide(LeadEvidence("x", None, [], "en", documents=None)) is None
 
 
 def test_a_likeness_leads_only_beside_the_kinds_signal() -> None:

@@ -1,0 +1,102 @@
+"""Issue 36 points 2 and 4: a generic exception whose named thing tells the kind (a launcher's variable, a moved
+transformers API, a data set column), a pasted report's broad category that leaves the decision to the message it
+quotes, a neighbour's own message beside a shared consequence, and a training hang with no stage named. The real
+tables (agent/data/exceptions.json, runbooks/data/*.json, the runbooks) decide; nothing is faked."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.exceptions import recognise
+from agent.leads import LeadEvidence, decide
+
+
+def lead_of(text: str, **kw: object) -> tuple[str, str] | None:
+    lead = decide(LeadEvidence(text, None, [line for line in text.splitlines() if line.strip()], "en", **kw))  # type: ignore[arg-type]
+    return (lead.kind, lead.rule) if lead is not None else None
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("KeyError: 'RANK'", "dist_env_missing"),
+    ("    local_rank = int(os.environ['LOCAL_RANK'])\nKeyError: 'LOCAL_RANK'", "dist_env_missing"),
+    ("KeyError: 'instruction'", "chat_template_format"),
+    ("KeyError: 'conversations'", "chat_template_format"),
+    ("ModuleNotFoundError: No module named 'transformers.models.mistral3'", "hf_api_change"),
+    ("ImportError: cannot import name 'top_k_top_p_filtering' from 'transformers' (/x/transformers/__init__.py)",
+     "hf_api_change"),
+    ("AttributeError: 'BaichuanTokenizer' object has no attribute 'sp_model'", "hf_api_change"),
+])
+def test_the_named_thing_tells_the_kind(line: str, kind: str) -> None:
+    assert lead_of(line) == (kind, "named_thing")
+
+
+@pytest.mark.parametrize("line", [
+    "KeyError: 'learning_rate_schedule'",  # a key of the user's own config: no kind
+    "ModuleNotFoundError: No module named 'transformers'",  # the package itself missing is its install, not its API
+    "ImportError: cannot import name 'broadcast_shapes' from 'numpy'",
+    "AttributeError: 'LlamaForCausalLM' object has no attribute 'zero_gather_16bit_weights_on_model_save'",
+])
+def test_other_named_things_say_no_more_than_the_exception(line: str) -> None:
+    assert lead_of(line) is None
+    assert recognise([line]) is not None  # still explained as the exception it is
+
+
+def test_an_attribute_missing_is_explained_with_its_first_check() -> None:
+    raised = recognise(["AttributeError: 'FooConfig' object has no attribute 'rope_scaling'"])
+    assert raised is not None and raised.name == "attribute_missing" and raised.thing == "FooConfig"
+    assert "pip show transformers" in raised.check
+
+
+@pytest.mark.parametrize("text", [
+    "my training job is stuck and prints nothing",
+    "训练卡住了怎么办",
+    "GRPO fine-tuning on 2 nodes hangs after the evaluation",
+])
+def test_a_training_hang_with_no_stage_leads_with_the_command_that_finds_it(text: str) -> None:
+    assert lead_of(text) == ("collective_timeout", "unstaged_hang")
+
+
+@pytest.mark.parametrize("text", [
+    "the training loss is stuck at 2.3",  # a value that stops moving is no hang
+    "wandb hangs uploading files at the end of training",  # a logger's upload
+    "I'm stuck on an issue with my PPO training",  # the idiom
+    "vllm serve hangs when I send the first request",  # an inference server
+    "training hangs while loading the checkpoint shards",  # it never started training
+])
+def test_what_is_not_a_training_hang_is_not_led_as_one(text: str) -> None:
+    assert lead_of(text) != ("collective_timeout", "unstaged_hang")
+
+
+def test_a_named_stage_comes_before_the_unstaged_fallback() -> None:
+    assert lead_of("training hangs in allreduce after a few steps") == ("collective_timeout", "hang_stage")
+    assert lead_of("pretraining is stuck at: compiling and loading fused kernels ...") == ("op_build_failure", "hang_stage")
+
+
+def test_a_neighbour_s_own_message_beside_a_shared_consequence_leads() -> None:
+    shared = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    assert lead_of(shared + "\nwhile building my flash-attn extension")[0] == "extension_arch"  # type: ignore[index]
+    pytorch = shared + ("\nNVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+                        "PyTorch installation.")
+    assert lead_of(pytorch)[0] == "arch_mismatch"  # type: ignore[index]
+
+
+def test_an_nccl_info_line_every_pcie_machine_prints_names_no_kind() -> None:
+    text = ("multi-node training fails\n"
+            "host-a:100:200 [1] NCCL INFO P2P is disabled between connected GPUs 1 and 0. You can repress this "
+            "message with NCCL_IGNORE_DISABLED_P2P=1.")
+    assert lead_of(text) is None or lead_of(text)[0] != "slow_training"  # type: ignore[index]
+
+
+def test_a_pasted_report_s_broad_category_leaves_the_lead_to_the_message_it_quotes() -> None:
+    from agent.logs import pasted_job
+
+    text = ("ncclInvalidUsage when I start 4 processes\n"
+            "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, invalid usage "
+            "(run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5\n"
+            "[rank3]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+            "[rank3]: Last error:\n"
+            "[rank3]: Duplicate GPU detected : rank 3 and rank 0 both on CUDA device 1b000\n")
+    job = pasted_job(text)
+    errors = [line for line in text.splitlines() if "Error" in line or "error" in line]
+    lead = decide(LeadEvidence(text, job, errors, "en", pasted=job is not None))
+    assert lead is not None and lead.kind == "duplicate_gpu"
