@@ -49,8 +49,17 @@ _KEYWORDS = r"token|secret|pass|pwd|credential|apikey|_key|-key|cookie|_auth"  #
 _MASKED = r"(?!\[[A-Za-z_]{1,40}_[0-9]{1,6}\]|\*\*\*)"  # a placeholder or *** (lowered or not): masked already
 _VALUE = r"""(?P<q>["'])?(?P<value>(?(q)""" + _MASKED + r"""(?:(?!(?P=q))[^\n]){1,256}+|(?![\[*])[^\s"',;`)\]}]{4,}+))"""
 _FLAG_VALUE = r"""(?P<q>["'])?(?P<value>(?(q)""" + _MASKED + r"""(?:(?!(?P=q))[^\n]){1,256}+|(?![\[*-])[^\s"',;`)\]}]{4,}+))"""
+# a value after a Chinese label: up to a space, a quote or Chinese punctuation (。，、 and the CJK block)
+_ZH_VALUE = (r"""(?P<q>["'])?(?P<value>(?(q)""" + _MASKED + r"""(?:(?!(?P=q))[^\n]){1,256}+"""
+             r"""|(?![\[*])[^\s"',;`)\]}“”‘’\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]{3,256}+))""")
 _PEM_BEGIN = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+# user:PASSWORD@ in a URL: the password runs to the last @ before the host (an @ inside it is taken when another
+# @ follows within the same authority; every repeat bounded or possessive)
+_URL_PASSWORD = (r"://[^/\s:]{0,256}+:(?P<value>[^/\s@]{1,256}+(?:@(?=[^/\s@]{1,256}+@)[^/\s@]{1,256}+){0,8}+)@")
+# an env entry of a Kubernetes manifest whose name says secret: ``- name: DB_PASSWORD`` then ``value: ...``
+_K8S_VALUE = (r"[\"']?[ \t]{0,16}+:[ \t]{0,16}+[\"']?(?P<name>[\w.-]{1,64}+)[\"']?[ \t]{0,16}+,?+[ \t]{0,16}+"
+              r"(?:\r?\n[ \t]{0,64}+)?[\"']?value[\"']?[ \t]{0,16}+:[ \t]{0,16}+")
 _H40 = "0123456789abcdef0123456789abcdef01234567"
 _B36 = "Zq8vR2kL5mN7pT1xW4yB6cD9fG3hJ0sA2eU5"
 
@@ -68,6 +77,11 @@ def _assignment(name: str, whole: str) -> bool:
 def _flag(name: str, whole: str) -> bool:
     return name.startswith("-") and secret_name(name)
 
+
+
+def _secret_env_name(head: str, whole: str) -> bool:
+    """A Kubernetes env entry whose name (after ``name:``) says its value is a secret."""
+    return secret_name(head[4:])
 
 SHAPES: tuple[Shape, ...] = (
     # -- tokens: a prefix no ordinary word has ---------------------------------------------------------------
@@ -124,11 +138,28 @@ SHAPES: tuple[Shape, ...] = (
           "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKey=" + _B36 + "=", _B36, "gitleaks azure service bus key"),
     Shape("AZURE_SAS", r"sig=(?<![A-Za-z0-9_].{4})(?P<value>[A-Za-z0-9%+/=]{20,}+)",
           "https://x.blob.core.windows.net/c?sv=2022&sig=" + _B36, _B36, "azure SAS token signature"),
-    Shape("URL_PASSWORD", r"://[^/\s:@]{0,256}+:(?P<value>[^/\s@]{1,256}+)@",
-          "https://deploy:p4ss-Zq8vR2kL5@registry.example.com/v2", "p4ss-Zq8vR2kL5",
+    Shape("URL_PASSWORD", _URL_PASSWORD, "https://deploy:p4ss-Zq8vR2kL5@registry.example.com/v2", "p4ss-Zq8vR2kL5",
           "detect-secrets BasicAuthDetector (URL credentials)"),
-    Shape("URL_PASSWORD", r"://[^/\s:@]{0,256}+:(?P<value>[^/\s@]{1,256}+)@",
-          "redis://:Zq8vR2kL5-cache@redis-master:6379/0", "Zq8vR2kL5-cache", "URL credentials without a user (redis://:pw@)"),
+    Shape("URL_PASSWORD", _URL_PASSWORD, "redis://:Zq8vR2kL5-cache@redis-master:6379/0", "Zq8vR2kL5-cache",
+          "URL credentials without a user (redis://:pw@)"),
+    Shape("URL_PASSWORD", _URL_PASSWORD, "postgresql://trainer:Zq8v@R2kL5@db.example.com:5432/runs", "Zq8v@R2kL5",
+          "URL credentials whose password holds an @ (up to the last @ before the host)"),
+    # -- private keys and key files that are not PEM -----------------------------------------------------------
+    Shape("PRIVATE_KEY", r"Private-Lines:[ \t]{0,8}+[0-9]{1,5}+\r?\n"
+          r"(?P<value>[A-Za-z0-9+/=]{1,128}+(?![^\r\n])(?:\r?\n[A-Za-z0-9+/=]{1,128}+(?![^\r\n])){0,4096}+)",
+          "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: trainer@dgx\nPublic-Lines: 2\n"
+          "AAAAC3NzaC1lZDI1NTE5AAAAIPub1icKeyPartOfTheFileNotSecretAtA11\nPrivate-Lines: 1\nAAAAIF" + _B36
+          + "Zq8vR2kL5\nPrivate-MAC: 9e107d9d372bb6826bd81d3542a419d6",
+          "AAAAIF" + _B36 + "Zq8vR2kL5", "PuTTY .ppk private key (its Private-Lines; gitleaks private-key covers PEM only)"),
+    # -- GCS HMAC keys: the secret after its access ID (a pair pasted from gcloud), then the access ID itself ---
+    Shape("GCS_HMAC_KEY", r"GOOG(?<![A-Za-z0-9].{4})[0-9A-Z]{20}(?:[0-9A-Z]{37})?+(?:[ \t]{0,16}+[:,;=|/][ \t]{0,16}+|[ \t]{1,16}+)"
+          r"(?P<value>[A-Za-z0-9+/]{40})(?![A-Za-z0-9+/=])",
+          "GOOGTS7C7FUP3AIRVJTE2BCDKINBTES3HC2GY5CBFJDCQ2SYHV6A6XXVTJFSA,bGoa+V7g/yqDXvKRqq+JTFn4uQZbPiQJo4pf9RzJ",
+          "bGoa+V7g/yqDXvKRqq+JTFn4uQZbPiQJo4pf9RzJ", "GCS HMAC key secret (40 base64 characters) after its access ID"),
+    Shape("GCS_HMAC_KEY", r"GOOG(?<![A-Za-z0-9].{4})[0-9A-Z]{20}(?:[0-9A-Z]{37})?+(?![0-9A-Za-z])",
+          "gcloud storage hmac describe GOOG1EZQ8VR2KL5MN7PT1XW4YB6CD9FG3HJ0SA2EU5ZQ8VR2KL5MN7PT1XW4Y",
+          "GOOG1EZQ8VR2KL5MN7PT1XW4YB6CD9FG3HJ0SA2EU5ZQ8VR2KL5MN7PT1XW4Y",
+          "GCS HMAC key access ID (GOOG and 20 or 57 characters: cloud.google.com/storage/docs/authentication/hmackeys)"),
     # -- more tokens by prefix (gitleaks' rules, detect-secrets' plugins; ML services) --------------------------
     Shape("HF_TOKEN", _token("api_org_", 8, r"[A-Za-z0-9]{30,}+"), "api_org_" + _B36[:34],
           reference="gitleaks huggingface-organization-api-token"),
@@ -294,6 +325,23 @@ SHAPES: tuple[Shape, ...] = (
     Shape("SECRET", r"[\"']?[ \t]{0,16}+:[ \t]{0,16}+[\"'](?P<value>[^\"'\s]{8,256}+)",
           '{"username": "alice", "key": "' + _H40[:32] + '"}', _H40[:32], "kaggle.json key",
           anchor=r"(?<=[\"'])key(?=[\"'])"),
+    Shape("DOCKER_AUTH", r"[\"']?[ \t]{0,16}+:[ \t]{0,16}+[\"'](?P<value>[^\"'\s]{4,4096}+)",
+          '{"auths": {"nvcr.io": {"auth": "JG9hdXRodG9rZW46' + _B36 + '"}}}', "JG9hdXRodG9rZW46" + _B36,
+          "Docker config.json auths.<registry>.auth (base64 of user:password)", anchor=r"(?<=[\"'])auth(?=[\"'])"),
+    Shape("SECRET", _K8S_VALUE + _VALUE, "env:\n  - name: HF_TOKEN_FILE_PASSWORD\n    value: \"Zq8vR2kL5mN7\"",
+          "Zq8vR2kL5mN7", "Kubernetes env entry (name: *_TOKEN / *_PASSWORD, value: ...)",
+          anchor=r"(?<![a-z0-9_-])name(?=[\"']?[ \t]{0,16}:)", check=_secret_env_name),
+    Shape("SECRET", _K8S_VALUE + _VALUE, '{"name": "WANDB_API_KEY", "value": "' + _H40 + '"}', _H40,
+          "Kubernetes env entry as JSON", anchor=r"(?<![a-z0-9_-])name(?=[\"']?[ \t]{0,16}:)",
+          check=_secret_env_name),
+    Shape("CONNECTION_PASSWORD", r"[ \t]{0,16}+=[ \t]{0,16}+(?P<value>\{[^}\r\n]{1,256}+\}|[^;\s\"'{][^;\s\"']{0,255}+)",
+          "Server=db.example.com;Database=runs;Uid=trainer;Pwd=Zq8vR2kL5mN7;", "Zq8vR2kL5mN7",
+          "ODBC / ADO.NET connection string Pwd= (PWD= alone is a shell's working directory)", anchor=r";[ \t]{0,8}+pwd"),
+    Shape("CONNECTION_PASSWORD", r"[ \t]{0,16}+=[ \t]{0,16}+(?P<value>\{[^}\r\n]{1,256}+\}|[^;\s\"'{][^;\s\"']{0,255}+)",
+          "Pwd={Zq8v;R2kL5mN7};Uid=trainer;Server=db", "{Zq8v;R2kL5mN7}", "a connection string that starts with Pwd=",
+          anchor=r"(?<![a-z0-9_$.-])pwd(?=[ \t]{0,8}=[ \t]{0,8}(?:\{[^}\r\n]{1,256}\}|[^;\s]{1,256});)"),
+    Shape("SECRET", r"[ \t]{0,16}+(?:是[ \t]{0,16}+)?[:=][ \t]{0,16}+[“‘]?" + _ZH_VALUE, "数据库密码：Zq8vR2kL5mN7，请勿外传",
+          "Zq8vR2kL5mN7", "a password labelled in Chinese (密码：, 密码=, 口令, 密钥, 令牌)", anchor="密码|口令|密钥|令牌"),
     Shape("SECRET", r"(?P<name>[\w.-]{0,64}+)(?:[ \t]{1,16}+|=)" + _FLAG_VALUE,
           "--hf-token " + _B36, _B36, "detect-secrets KeywordDetector (command-line flags)", anchor=_KEYWORDS, before=r"\w.-",
           check=_flag),
@@ -322,7 +370,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("CLI_PASSWORD", "", "unzip -P Zq8vR2kL5mN7 weights.zip", "Zq8vR2kL5mN7", "unzip/zip -P", command="(?:unzip|zip|7z|7za)",
           options=(("-P", "value"), ("-p", "joined"))),
     # -- a private key whose BEGIN line was cut or lost: its body lines ----------------------------------------
-    Shape("PRIVATE_KEY", r"(?<![A-Za-z0-9+/=])(?:MII[A-Za-z0-9+/]{61}|b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/]{51})\r?\n"
+    Shape("PRIVATE_KEY", r"(?<![A-Za-z0-9+/])(?:MII[A-Za-z0-9+/]{61}|b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/]{51})\r?\n"
           r"(?:[A-Za-z0-9+/]{64,76}\r?\n){1,4096}+[A-Za-z0-9+/]{0,76}={0,2}",
           "\n".join(["MIIEow" + (_B36 * 2)[:58]] + [(_B36 * 3)[i : i + 64] for i in (3, 7, 11)]) + "\n" + _B36[:20] + "==",
           (_B36 * 3)[7:71], "a PEM body without its BEGIN line (64- or 70-character base64 lines)"),

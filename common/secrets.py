@@ -34,6 +34,7 @@ from common.secret_shapes import (
     Shape,
     secret_name,
 )
+from common.spellings import Plain, plain
 
 __all__ = ["LINE_CAP", "MASK", "PLACEHOLDER", "PRIVATE_SHAPES", "SHAPES", "START", "Shape", "clip", "clip_line", "find",
            "mask", "scan", "secret_name"]
@@ -127,21 +128,40 @@ def _marker(cut: int) -> str:
 
 
 def scan(text: str, replace: Replace, *, strict: bool = False) -> str:
-    """``text`` (lines clipped) with every secret replaced by ``replace(kind, secret)``."""
+    """``text`` (lines clipped) with every secret replaced by ``replace(kind, secret)``.
+
+    The shapes are matched on the plain spelling of the text (``common.spellings``: full-width forms, NBSP and
+    tabs, percent-escapes, and zero-width characters, soft hyphens and ANSI codes inside a token folded away),
+    and the original's span that wrote each secret is replaced: the rest of the text is shown as it was."""
     if not text:
         return text
-    text = clip(_private_keys(text, replace))  # before the cut: a long BEGIN line must not hide the key below it
+    whole = plain(text)
+    keyed = _private_keys(whole, replace)  # before the cut: a long BEGIN line must not hide the key below it
+    clipped = clip(keyed)
+    seen = whole if clipped is text else plain(clipped)
+    spans = _spans(seen.text, strict)
+    if not seen.same:
+        spans = [(*seen.origin(first, last), kind) for first, last, kind in spans]
+    return clip(_replace_spans(clipped, spans, replace))  # placeholders lengthen
+
+
+def _spans(text: str, strict: bool) -> list[Span]:
+    """Where the secrets of ``text`` are. A shape found by a regex is blanked (``*`` for each character, so that
+    positions stay put) before the next one looks, as a masked secret is; the shapes found from a word, on a
+    command line or by a finder then read the blanked text."""
+    found: list[Span] = []
     for shape, pattern, words in _PASSES + (_STRICT_PASSES if strict else ()):
         if _holds(text, words):
-            text = pattern.sub(_swapper(shape, replace), text)
+            text = pattern.sub(_blanker(shape, found), text)
     lowered = _lowered(text)
-    spans = _command_spans(text, lowered) if _holds(lowered, _COMMAND_WORDS) else []  # first: the kind of a tie
-    spans += _anchored_spans(text, lowered, _ANCHORED + (_STRICT_ANCHORED if strict else ()))
+    if _holds(lowered, _COMMAND_WORDS):
+        found += _command_spans(text, lowered)  # before the anchored: the kind of a tie
+    found += _anchored_spans(text, lowered, _ANCHORED + (_STRICT_ANCHORED if strict else ()))
     if strict and ":" in lowered:
-        spans += [(first, last, "IP") for first, last in hostnames.ipv6_addresses(lowered)]
+        found += [(first, last, "IP") for first, last in hostnames.ipv6_addresses(lowered)]
     if strict and "." in lowered:
-        spans += [(first, last, "HOST") for first, last in hostnames.hosts(lowered)]
-    return clip(_replace_spans(text, spans, replace))  # placeholders lengthen
+        found += [(first, last, "HOST") for first, last in hostnames.hosts(lowered)]
+    return found
 
 
 def _holds(text: str, words: tuple[str, ...]) -> bool:
@@ -161,12 +181,14 @@ def _masked_already(secret: str) -> bool:
     return not secret or secret == MASK or bool(PLACEHOLDER.fullmatch(secret))
 
 
-def _private_keys(text: str, replace: Replace) -> str:
+def _private_keys(seen: Plain, replace: Replace) -> str:
     """PEM private key blocks, BEGIN to END (or, with no END within ``PEM_SPAN``, to the end of the base64 that
-    follows). The END is searched forward only, once for all the BEGIN lines before it: linear."""
+    follows), found in the plain spelling and replaced in the original. The END is searched forward only, once
+    for all the BEGIN lines before it: linear."""
+    text = seen.text
     if "PRIVATE KEY" not in text:
-        return text
-    out: list[str] = []
+        return seen.original
+    spans: list[Span] = []
     done = 0
     tail: re.Match[str] | None = None
     ends_left = True
@@ -180,10 +202,9 @@ def _private_keys(text: str, replace: Replace) -> str:
             end = tail.end()
         else:
             end = _pem_body_end(text, head.end())
-        out += [text[done : head.start()], replace(_PEM_KIND, text[head.start() : end])]
+        spans.append((*seen.origin(head.start(), end), _PEM_KIND))
         done = end
-    out.append(text[done:])
-    return "".join(out)
+    return _replace_spans(seen.original, spans, replace)
 
 
 def _pem_body_end(text: str, start: int) -> int:
@@ -200,19 +221,28 @@ def _pem_body_end(text: str, start: int) -> int:
     return end
 
 
-def _swapper(shape: Shape, replace: Replace) -> Callable[[re.Match[str]], str]:
-    def swap(match: re.Match[str]) -> str:
+def _blanker(shape: Shape, found: list[Span]) -> Callable[[re.Match[str]], str]:
+    """Records a regex shape's secret (its ``value`` group, else the whole match) and blanks it in place."""
+    append = found.append
+
+    def blank_whole(match: re.Match[str]) -> str:
         whole = match.group(0)
-        if "value" not in match.re.groupindex:
-            return whole if PLACEHOLDER.fullmatch(whole) else replace(shape.kind, whole)
+        if whole[0] == "[" and PLACEHOLDER.fullmatch(whole):
+            return whole
+        append((match.start(), match.end(), shape.kind))
+        return "*" * len(whole)
+
+    def blank_value(match: re.Match[str]) -> str:
+        whole = match.group(0)
         value = match.group("value") or ""
         if _masked_already(value):
             return whole
         start, end = match.span("value")
         base = match.start()
-        return whole[: start - base] + replace(shape.kind, value) + whole[end - base :]
+        append((start, end, shape.kind))
+        return whole[: start - base] + "*" * (end - start) + whole[end - base :]
 
-    return swap
+    return blank_value if "value" in re.compile(shape.pattern).groupindex else blank_whole
 
 
 def _command_spans(text: str, lowered: str) -> list[Span]:

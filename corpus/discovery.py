@@ -4,7 +4,8 @@ A document is a regular ``.md``/``.markdown``/``.txt``/``.rst`` file whose real 
 was configured from. A symlink (to a file or a folder) that leaves that folder, a device, a FIFO, a socket, a
 broken link or a file above the size cap is skipped, and the index summary names it with the reason. Symlinks
 that stay inside (a runbook checkout that links ``latest.md -> v3.md``, a ``shared/`` folder link) keep working.
-Hidden files and folders (``.git``) are not documents.
+Hidden files and folders (``.git``) are not documents. A symlink loop (``a -> b -> a``, ``x.md -> x.md``) is
+skipped and named like the rest: one bad entry never stops the others from being indexed.
 
 Reading opens the resolved path with ``O_NOFOLLOW | O_NONBLOCK`` and checks the open file is still a regular
 file within the cap, so a file swapped for a link or a FIFO after discovery is refused, never followed or
@@ -52,6 +53,18 @@ def _size_reason(size: int, max_bytes: int) -> str:
     return f"{size / 2**20:.1f} MB, above the {round(max_bytes / 2**20, 1):g} MB cap (TRAINDOC_MAX_DOC_MB)"
 
 
+def real_path(path: Path) -> Path | None:
+    """``path`` with every link resolved; None for a symlink loop (Python 3.11 raises RuntimeError for one, later
+    versions OSError)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return None
+
+
+LOOP = "a symlink loop"
+
+
 def discover(paths: Iterable[Path], max_bytes: int) -> Found:
     """The documents under ``paths`` (files or folders). A missing path or a named file that is not a
     document is the user's mistake (``InputError``); what a folder holds that may not be read is skipped."""
@@ -63,7 +76,10 @@ def discover(paths: Iterable[Path], max_bytes: int) -> Found:
         if not path.is_dir():
             if path.suffix.lower() not in SUFFIXES:
                 raise InputError(f"{path}: not a .md, .txt or .rst file")
-            _consider(path, path.resolve(), None, max_bytes, files, found)
+            if (real := real_path(path)) is None:
+                found.skipped.append((str(path), LOOP))
+                continue
+            _consider(path, real, None, max_bytes, files, found)
             continue
         _walk(path, max_bytes, files, found)
     found.files = sorted(files)
@@ -71,7 +87,10 @@ def discover(paths: Iterable[Path], max_bytes: int) -> Found:
 
 
 def _walk(root: Path, max_bytes: int, files: set[Path], found: Found) -> None:
-    base = root.resolve()
+    base = real_path(root)
+    if base is None:
+        found.skipped.append((str(root), LOOP))
+        return
     visited = {base}
     stack = [(root, base)]
     while stack:
@@ -87,7 +106,10 @@ def _walk(root: Path, max_bytes: int, files: set[Path], found: Found) -> None:
             where = shown / entry.name
             document = entry.name.lower().endswith(SUFFIXES)
             if entry.is_symlink():
-                target = Path(entry.path).resolve()
+                target = real_path(Path(entry.path))
+                if target is None:
+                    found.skipped.append((str(where), LOOP))
+                    continue
                 if not target.is_relative_to(base):
                     if document or target.is_dir():
                         found.skipped.append((str(where), f"a symlink to {target}, outside {root}"))
@@ -108,7 +130,10 @@ def _walk(root: Path, max_bytes: int, files: set[Path], found: Found) -> None:
                     stack.append((where, target))
                 continue
             if document:
-                _consider(where, Path(entry.path).resolve(), base, max_bytes, files, found)
+                if (resolved := real_path(Path(entry.path))) is None:
+                    found.skipped.append((str(where), LOOP))
+                    continue
+                _consider(where, resolved, base, max_bytes, files, found)
 
 
 def _consider(shown: Path, real: Path, base: Path | None, max_bytes: int, files: set[Path], found: Found) -> None:

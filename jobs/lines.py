@@ -2,15 +2,19 @@
 
 Real jobs stack prefixes: torchrun's tee (`[default1]:`), then c10's global rank (`[rank1]:`), then a
 glog header (`[E1123 02:40:15.763 ProcessGroupNCCL.cpp:689]`); srun -l puts `3: ` first, DeepSpeed's
-pdsh launcher `worker-1: `; NCCL writes `host:pid:tid [dev] NCCL WARN`. They are peeled off one by one,
-so the message that remains can be matched on its own.
+pdsh launcher `worker-1: `, mpirun's --tag-output (DeepSpeed's MPI launcher) `[1,3]<stdout>:`, a rank-tagged
+logger `[RANK 3] `; NCCL writes `host:pid:tid [dev] NCCL WARN`. They are peeled off one by one,
+so the message that remains can be matched on its own. A JSON-lines record (structured logging) is read as its
+message, with the rank, host and time its fields name.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -19,6 +23,14 @@ MAX_LINE = 2000
 # Each prefix, tried at the start of what is left; (kind, pattern).
 TORCHRUN_TEE = re.compile(r"\[(?P<role>[A-Za-z_][\w-]*?)?(?P<n>\d+)\]:")  # [default1]: / [rank1]: / [1]:
 SRUN_LABEL = re.compile(r"(?P<n>\d{1,5}): ")
+MPI_TAG = re.compile(r"\[(?P<job>\d+),(?P<n>\d+)\]<(?:stdout|stderr|stddiag)>: ?")  # mpirun --tag-output
+RANK_WORD = re.compile(r"\[RANK[ _:]?(?P<n>\d{1,5})\]:? ?")  # [RANK 3]; c10's own "[Rank 3] ..." is message
+# A JSON-lines record: where its message and its rank are (the first field present wins).
+JSON_MESSAGE = ("message", "msg", "text", "log", "line")
+JSON_RANK = ("rank", "global_rank", "RANK", "process_index", "proc_id")
+JSON_LOCAL_RANK = ("local_rank", "LOCAL_RANK", "local_process_index")
+JSON_HOST = ("host", "hostname", "node")
+JSON_TIME = ("time", "timestamp", "asctime", "ts", "@timestamp")
 # pdsh prefixes every line, a traceback's indented frames and blank lines too ("worker-1:   File ...", "worker-1: ")
 HOST_LABEL = re.compile(r"(?P<host>localhost|[a-z0-9](?=[a-z0-9.-]*[\d-])[a-z0-9.-]*[a-z0-9]): (?:(?=\s*\S)|\s*$)")
 RAY_LABEL = re.compile(r"\((?:\w+) pid=\d+(?:, ip=[\d.]+)?\) ")
@@ -49,7 +61,7 @@ class LogLine:
 
 def clean(raw: str) -> str:
     """Printable text: colours and NULs dropped, a carriage-return progress bar reduced to its last state."""
-    line = raw.rstrip("\r\n")
+    line = raw.rstrip("\r\n").removeprefix("\ufeff")  # a byte-order mark opens the first line of some files
     if "\x1b" in line:
         line = ANSI.sub("", line)
     if "\r" in line:
@@ -91,8 +103,14 @@ def parse_line(raw: str, source: str, number: int, *, rank: int | None = None, l
     text = clean(raw)
     pid = None
     when = None
+    if (record := _json_record(text)) is not None:
+        text, rank, local_rank, host, when = _from_record(record, rank, local_rank, host, year)
     for _ in range(6):  # prefixes nest a few deep at most
         stripped = text.lstrip()
+        if match := MPI_TAG.match(stripped) or RANK_WORD.match(stripped):
+            rank = int(match["n"])
+            text = stripped[match.end():]
+            continue
         if match := TORCHRUN_TEE.match(stripped):
             role, n = match["role"] or "", int(match["n"])
             if role.lower() == "rank" or not role:
@@ -122,6 +140,42 @@ def parse_line(raw: str, source: str, number: int, *, rank: int | None = None, l
             continue
         break
     return LogLine(source, number, text.rstrip(), rank, local_rank, host, pid, when)
+
+
+def _json_record(text: str) -> dict[str, Any] | None:
+    """The line as a JSON object with a message field, else None (most lines: one look at the first character)."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        record = json.loads(stripped)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not any(isinstance(record.get(k), str) for k in JSON_MESSAGE):
+        return None
+    return record
+
+
+def _field(record: dict[str, Any], names: tuple[str, ...]) -> Any:
+    return next((record[name] for name in names if record.get(name) not in (None, "")), None)
+
+
+def _number(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | str) and str(value).strip().isdigit() else None
+
+
+def _from_record(record: dict[str, Any], rank: int | None, local_rank: int | None, host: str | None,
+                 year: int) -> tuple[str, int | None, int | None, str | None, datetime | None]:
+    """(message, rank, local rank, host, time) of a JSON-lines record; what the file's place said stands where
+    the record is silent."""
+    message = str(_field(record, JSON_MESSAGE))
+    found_rank = _number(_field(record, JSON_RANK))
+    found_local = _number(_field(record, JSON_LOCAL_RANK))
+    found_host = _field(record, JSON_HOST)
+    stamp = _field(record, JSON_TIME)
+    when = parse_time(stamp, year)[0] if isinstance(stamp, str) else None
+    return (message, found_rank if found_rank is not None else rank, found_local if found_local is not None else local_rank,
+            str(found_host) if isinstance(found_host, str) else host, when)
 
 
 def summary_time(text: str) -> datetime | None:

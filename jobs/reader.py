@@ -8,7 +8,9 @@ out with one warning naming them. Plain, .gz and standard input go through one r
 line longer than ``jobs.streams.LINE_BYTES`` keeps its start (and a progress bar's last state) and the lines after it
 are read; what a job's .gz logs expand to is capped (TRAINDOC_MAX_LOG_GB, refused in one line above it);
 a log bigger than ``PREFILTER_BYTES`` goes through GNU grep, which keeps only the lines the triage can
-use, in bounded memory.
+use, in bounded memory. A log saved as UTF-16 (PowerShell's ``>``, with or without a byte-order mark) is read as
+the text it is (``jobs.encoding``), and a file still being written is read up to the size it had when reading
+began: a growing log never keeps the reader going.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import IO, Any
 
 from common.errors import InputError
 from common.settings import max_log_gb
+from jobs.encoding import as_utf8, sniff_encoding
 from jobs.lines import LogLine, parse_line
 from jobs.streams import chain_all, cut_long_lines, grep_stream, numbered_lines
 
@@ -189,11 +192,30 @@ class ExpansionBudget:
             raise self.refused(source)
 
 
-def _blocks(handle: IO[bytes], source: LogSource, budget: ExpansionBudget | None) -> Iterator[bytes]:
-    """``handle`` in blocks; of a .gz (``budget`` given), what it expands to counted against the cap and its size."""
+def _size_now(source: LogSource) -> int | None:
+    """The size of a plain file as reading starts: a log still being written is read up to there."""
+    assert source.path is not None
+    try:
+        info = source.path.stat()
+    except OSError:
+        return None
+    return info.st_size if info.st_mode & 0o170000 == 0o100000 else None  # a FIFO or a device: read to its end
+
+
+def _peek(handle: Any) -> bytes:
+    return handle.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(handle, "peek") else b""
+
+
+def _blocks(handle: IO[bytes], source: LogSource, budget: ExpansionBudget | None,
+            limit: int | None = None) -> Iterator[bytes]:
+    """``handle`` in blocks, up to ``limit`` bytes when given; of a .gz (``budget`` given), what it expands to
+    counted against the cap and its size."""
     packed = source.path.stat().st_size if budget is not None and source.path is not None else 0
     expanded = 0
-    while block := handle.read(BLOCK_BYTES):
+    left = limit
+    while (left is None or left > 0) and (block := handle.read(BLOCK_BYTES if left is None else min(BLOCK_BYTES, left))):
+        if left is not None:
+            left -= len(block)
         if budget is not None:
             budget.spend(len(block), source)
             expanded += len(block)
@@ -240,8 +262,11 @@ def read_source(source: LogSource, stdin: IO[bytes] | None = None,
         budget.check_declared(source)
     handle = _open(source, stdin)
     try:
-        _check_text(source, handle)
-        bounded = cut_long_lines(_blocks(handle, source, budget if compressed else None))
+        encoding = sniff_encoding(_peek(handle))
+        if encoding is None:
+            _check_text(source, handle)
+        limit = _size_now(source) if source.path is not None and not compressed else None
+        bounded = cut_long_lines(as_utf8(_blocks(handle, source, budget if compressed else None, limit), encoding))
         grep = shutil.which("grep")
         if source.path is not None and not compressed:
             big = source.path.stat().st_size > PREFILTER_BYTES
@@ -265,8 +290,7 @@ def read_source(source: LogSource, stdin: IO[bytes] | None = None,
 
 
 def _check_text(source: LogSource, handle: Any) -> None:
-    sample = handle.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(handle, "peek") else b""
-    if is_mostly_binary(sample):
+    if is_mostly_binary(_peek(handle)):
         raise InputError(f"{source.name} is mostly binary, not a text log", hint="pass the training log")
 
 

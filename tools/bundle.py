@@ -6,11 +6,16 @@ line that names it. Then every field is checked: its type, the probes it may nam
 evidence traindoc's own rules re-judge (``tools.verdicts``), where a string that could reach a command in a fix
 (an interface name, a package requirement, a host, a pid) must look like what it claims to be. An error names
 the field: ``results[2].evidence.interfaces[0]: not an interface name``.
+
+A bundle from a newer traindoc (a higher ``traindoc_bundle``) is read where its fields are known: a result this
+version cannot read is left out, and so is a probe this version does not have (in a bundle of any version), each
+with one note on standard error; the rest is diagnosed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 BUNDLE_VERSION = 1
+log = logging.getLogger(__name__)
 MAX_RESULTS = 64
 MAX_FINDINGS = 200
 MAX_DEPTH = 12  # of a probe's free-form evidence
@@ -88,14 +94,48 @@ def parse_bundle(data: bytes, name: str = "bundle") -> dict[str, Any]:
         raise BundleError(f"{name}: JSON nested too deeply; not a traindoc bundle") from exc
     except ValueError as exc:  # anything else json refuses in a value: still one line, naming the file
         raise BundleError(f"{name}: not JSON ({str(exc)[:200]})") from exc
-    if not isinstance(parsed, dict) or parsed.get("traindoc_bundle") != BUNDLE_VERSION:
+    version = parsed.get("traindoc_bundle") if isinstance(parsed, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise BundleError(f'{name}: not a traindoc bundle (expected "traindoc_bundle": {BUNDLE_VERSION})')
     try:
         _plain_tree(parsed)
+        for note in _known_results(parsed, newer=version > BUNDLE_VERSION):
+            log.warning("traindoc: note: %s: %s", name, note)
         validate(parsed)
     except _Invalid as exc:
         raise BundleError(f"{name}: {exc.where}: {exc.what}") from None
     return parsed
+
+
+def _known_results(parsed: dict[str, Any], *, newer: bool) -> list[str]:
+    """Leave out the results this version cannot read: a probe it does not have; in a newer bundle, also a result
+    that breaks this version's schema. One note for what was left out, and one for a newer bundle."""
+    from tools.registry import PROBES
+
+    results = parsed.get("results")
+    if not isinstance(results, list):
+        return []
+    kept: list[Any] = []
+    unknown: list[str] = []
+    for index, result in enumerate(results):
+        probe = result.get("probe") if isinstance(result, dict) else None
+        if isinstance(probe, str) and probe not in PROBES:
+            unknown.append(probe[:40])
+            continue
+        if newer:
+            try:
+                _result(result, f"results[{index}]")
+            except _Invalid as exc:
+                unknown.append(f"{probe if isinstance(probe, str) else 'a result'} ({exc.what})"[:120])
+                continue
+        kept.append(result)
+    parsed["results"] = kept
+    notes = [f'made by a newer traindoc (bundle version {parsed["traindoc_bundle"]}; this one reads '
+             f"{BUNDLE_VERSION}): the fields this version knows are read, the others are ignored"] if newer else []
+    if unknown:
+        notes.append(f"left out {len(unknown)} result{'s' if len(unknown) > 1 else ''} this traindoc cannot read: "
+                     f"{', '.join(unknown[:8])}{' ...' if len(unknown) > 8 else ''}")
+    return notes
 
 
 def _plain_tree(document: dict[str, Any]) -> None:

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from common.secrets import MASK, mask, secret_name
 
 if TYPE_CHECKING:
+    from agent.answer import Answer
     from tools.base import ProbeResult
+
+Record = TypeVar("Record")
 
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 # Non-secret names that merely contain a secret-looking word.
 _NOT_SECRET = re.compile(r"^(KEYBOARD|XKB_|SSH_AUTH_SOCK$|.*_KEYMAP$|TOKENIZERS_PARALLELISM$|AUTHOR)", re.IGNORECASE)
 
-__all__ = ["MASK", "is_secret_name", "mask_environ", "mask_json", "mask_text", "mask_value", "masked"]
+__all__ = ["MASK", "is_secret_name", "mask_answer", "mask_environ", "mask_json", "mask_text", "mask_value", "masked"]
 
 
 def is_secret_name(name: str) -> bool:
@@ -65,3 +68,20 @@ def masked(result: ProbeResult) -> ProbeResult:
     raw value it judged, ``NCCL_SOCKET_IFNAME=<what was set>``)."""
     findings = tuple(replace(f, summary=mask(f.summary), evidence=mask(f.evidence), fix=mask(f.fix)) for f in result.findings)
     return replace(result, summary=mask(result.summary), findings=findings, evidence=mask_json(result.evidence))
+
+
+def mask_answer(answer: Answer) -> Answer:
+    """An answer as it may be pasted elsewhere (``ask --format markdown``): every text it shows masked, before
+    anything escapes it for Markdown (an escaped ``https\\://u:p\\@h`` would no longer read as a password)."""
+    return replace(answer, question=mask(answer.question), answer=mask(answer.answer), brief=mask(answer.brief),
+                   notice=mask(answer.notice) if answer.notice else answer.notice,
+                   citations=[_strings_masked(c) for c in answer.citations],
+                   findings=[_strings_masked(f) for f in answer.findings],
+                   verdict=_strings_masked(answer.verdict) if is_dataclass(answer.verdict) else answer.verdict)
+
+
+def _strings_masked(record: Record) -> Record:
+    """A frozen record (a citation, a finding, a verdict) with every text field masked."""
+    changes = {f.name: mask(value) for f in fields(record) if f.init  # type: ignore[arg-type]
+               and isinstance(value := getattr(record, f.name), str) and value}
+    return replace(record, **changes) if changes else record  # type: ignore[type-var]
