@@ -22,13 +22,21 @@ REPLACED = frozenset({"wrong", "stale", "harmful"})  # never left in copyable co
 class Claim:
     id: str
     verdict: str
-    pattern: re.Pattern[str]
+    pattern_text: str  # compiled when a section the claim applies to is first reviewed (``pattern``)
     documents: frozenset[str]  # file names; empty: any document
-    headings: re.Pattern[str] | None
+    headings_text: str | None
     fix: str | None
     reason: dict[str, str]
     sources: tuple[str, ...]
     project: str | None = None
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _compiled(self.pattern_text)
+
+    @property
+    def headings(self) -> re.Pattern[str] | None:
+        return None if self.headings_text is None else _compiled(self.headings_text)
 
     def applies_to(self, source: str, section: str) -> bool:
         if self.documents and PurePath(source).stem not in {PurePath(d).stem for d in self.documents}:
@@ -49,10 +57,17 @@ def _claim(row: dict) -> Claim:  # type: ignore[type-arg]
     if not row.get("sources") and row["verdict"] != "unverifiable":
         raise ValueError(f"claims.json: {row['id']} states a verdict without its source")
     return Claim(
-        row["id"], row["verdict"], re.compile(row["pattern"]), frozenset(row.get("documents") or ()),
-        re.compile(row["headings"]) if row.get("headings") else None, row.get("fix"),
+        row["id"], row["verdict"], row["pattern"], frozenset(row.get("documents") or ()),
+        row["headings"] if row.get("headings") else None, row.get("fix"),
         dict(row["reason"]), tuple(row.get("sources") or ()), row.get("project"),
     )
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """A claim's pattern, compiled once, when a section it may apply to is first shown (a cold answer reviews a few
+    sections: it compiles their documents' claims, not all of them)."""
+    return re.compile(pattern)
 
 
 @cache

@@ -12,11 +12,13 @@ import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from corpus.packed import Postings
 
 CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
@@ -65,6 +67,26 @@ class _Posting:
     freqs: np.ndarray
 
 
+class _PostingLookup(Protocol):
+    def get(self, term: str) -> _Posting | None: ...
+
+    def items(self) -> Iterable[tuple[str, _Posting]]: ...
+
+
+class _MappedPostings:
+    """A packed index's postings (corpus.packed.Postings) as ``_Posting`` rows."""
+
+    def __init__(self, postings: Postings) -> None:
+        self._postings = postings
+
+    def get(self, term: str) -> _Posting | None:
+        found = self._postings.get(term)
+        return None if found is None else _Posting(found[0], found[1])
+
+    def items(self) -> Iterator[tuple[str, _Posting]]:
+        return ((term, _Posting(ids, freqs)) for term, (ids, freqs) in self._postings.items())
+
+
 class BM25Index:
     """Okapi BM25 over pre-tokenised documents, with an inverted index for fast queries."""
 
@@ -87,10 +109,26 @@ class BM25Index:
         lengths = np.array(sizes, dtype=np.float32)
         self.avg_length = float(lengths.mean()) if self.size else 0.0
         self._norm = (k1 * (1 - b + b * lengths / max(self.avg_length, 1e-9))).astype(np.float32)
-        self._postings = {
+        self._postings: _PostingLookup = {
             term: _Posting(np.array(ids, dtype=np.int32), np.array(freqs, dtype=np.float32))
             for term, (ids, freqs) in postings.items()
         }
+
+    def packed(self) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """(parameters, arrays): the index as ``mapped`` reads it back from a pack (corpus.packed)."""
+        rows = {term: (p.doc_ids, p.freqs) for term, p in self._postings.items()}
+        arrays = {"norm": self._norm, **Postings.pack(rows, (np.int32, np.float32))}
+        return {"k1": self.k1, "b": self.b, "size": self.size, "avg_length": self.avg_length}, arrays
+
+    @classmethod
+    def mapped(cls, parameters: Mapping[str, float], arrays: Mapping[str, np.ndarray], prefix: str = "") -> BM25Index:
+        """The index ``packed`` wrote, its postings read from the arrays (views of a mapped file) term by term."""
+        index = cls.__new__(cls)
+        index.k1, index.b = float(parameters["k1"]), float(parameters["b"])
+        index.size, index.avg_length = int(parameters["size"]), float(parameters["avg_length"])
+        index._norm = arrays[f"{prefix}norm"]
+        index._postings = _MappedPostings(Postings.unpack(arrays, prefix))
+        return index
 
     def idf(self, term: str) -> float:
         posting = self._postings.get(term)

@@ -1,7 +1,8 @@
-"""The local read model of the index: every chunk plus its lexical index, pickled after each
-`traindoc index` run, so a query never re-tokenises the corpus. Keyed by the store's version: a
-snapshot that does not match (another machine re-indexed a shared Chroma server) is rebuilt from
-the store.
+"""The local read model of the index: every chunk plus its lexical index, written after each `traindoc index`
+run as one file laid out to be memory-mapped (corpus.packed), so a query never re-tokenises the corpus and a cold
+one reads only what it touches: the postings of its words, the vectors, the texts of the sections it cites.
+Keyed by the store's version: a snapshot that does not match (another machine re-indexed a shared Chroma server),
+or of another format, is rebuilt from the store.
 """
 
 from __future__ import annotations
@@ -10,28 +11,36 @@ import errno
 import json
 import logging
 import os
-import pickle
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from common.settings import Settings
 from corpus.chunking import PATH_SEPARATOR
+from corpus.compiled import FRONT_MATTER, offer
 from corpus.errorlines import error_lines, normalise
 from corpus.families import catalogue, catalogue_version, covered
 from corpus.lexical import BM25Index, tokenize
+from corpus.packed import PackError, Postings, Strings, prefixed, read_pack, write_pack
 from corpus.renderings import original_source
 from corpus.store import StoredChunk, snapshot_path
 
-FORMAT = "8"
+FORMAT = "9"  # 9: a memory-mapped pack (corpus.packed), no pickle
 GENERIC_SHARE = 0.8  # share of a quoted message inside a longer one, for it to be that one's head
 GENERIC_LONGER = 2.0  # how much longer the message it heads is
 GENERIC_DOCUMENTS = 3  # how many other documents quote messages it heads, for it to be generic
 log = logging.getLogger(__name__)
+
+
+class _TokenLookup(Protocol):  # what SignatureIndex reads of its postings: a dict when built, _TokenPostings mapped
+    def get(self, token: str) -> np.ndarray | None: ...
+
+    def items(self) -> Iterable[tuple[str, np.ndarray]]: ...
 
 
 class SignatureIndex:
@@ -54,9 +63,24 @@ class SignatureIndex:
         self.chunks = len(per_chunk)
         self.owner = np.array(owners, dtype=np.int32)
         self.length = np.maximum(np.array(lengths, dtype=np.float32), 1)
-        self.postings = {t: np.array(ids, dtype=np.int32) for t, ids in postings.items()}
+        self.postings: _TokenLookup = {t: np.array(ids, dtype=np.int32) for t, ids in postings.items()}
         self.specific_mask = (self.specific(document_of) if document_of is not None
                               else np.ones(len(self.owner), dtype=np.float32))  # computed once, read by every query
+
+    def packed(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """(parameters, arrays): the index as ``mapped`` reads it back from a pack (corpus.packed)."""
+        arrays = {"owner": self.owner, "length": self.length, "specific": self.specific_mask,
+                  **Postings.pack({t: (ids,) for t, ids in self.postings.items()}, (np.int32,))}
+        return {"chunks": self.chunks}, arrays
+
+    @classmethod
+    def mapped(cls, parameters: Mapping[str, int], arrays: Mapping[str, np.ndarray], prefix: str = "") -> SignatureIndex:
+        index = cls.__new__(cls)
+        index.chunks = int(parameters["chunks"])
+        index.owner, index.length = arrays[f"{prefix}owner"], arrays[f"{prefix}length"]
+        index.specific_mask = arrays[f"{prefix}specific"]
+        index.postings = _TokenPostings(Postings.unpack(arrays, prefix))
+        return index
 
     def best_shares(self, asked: Sequence[frozenset[str]], min_shared: int = 3) -> tuple[np.ndarray, np.ndarray]:
         """Per chunk, from one pass over the asked lines: the largest share of one quoted message found in one asked
@@ -105,10 +129,24 @@ class SignatureIndex:
         return mask
 
 
+class _TokenPostings:
+    """A packed signature index's postings: token -> the messages that hold it."""
+
+    def __init__(self, postings: Postings) -> None:
+        self._postings = postings
+
+    def get(self, token: str) -> np.ndarray | None:
+        found = self._postings.get(token)
+        return None if found is None else found[0]
+
+    def items(self) -> Iterator[tuple[str, np.ndarray]]:
+        return ((token, ids) for token, (ids,) in self._postings.items())
+
+
 @dataclass
 class KnowledgeSnapshot:
     version: str
-    chunks: list[StoredChunk]
+    chunks: Sequence[StoredChunk]  # a list when built, a ChunkTable when read from the file
     bm25: BM25Index
     heading_bm25: BM25Index
     signatures: SignatureIndex
@@ -213,15 +251,121 @@ def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: s
     snapshot = build_snapshot(chunks, version, vectors_for, embed_model)
     target = snapshot_path(settings)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".chunks-")
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(snapshot, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, target)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".knowledge-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                write_pack(handle, *_packed(snapshot))
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        (target.parent / LEGACY_NAME).unlink(missing_ok=True)  # the pickled snapshot of format 8 and before
     except OSError as exc:
         # a read-only data folder (a shared install) is expected: the snapshot is rebuilt in memory each run
         (log.debug if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else log.warning)(
             "could not cache the lexical index at %s: %s", target, exc)
     return snapshot
+
+
+LEGACY_NAME = "chunks.pkl"
+
+
+def _packed(snapshot: KnowledgeSnapshot) -> tuple[dict[str, object], dict[str, np.ndarray]]:
+    """(header, arrays) of the pack: the chunks as columns (their repeated sources, sections and file hashes as
+    tables of distinct values), the two BM25 indexes, the signature index, the per-chunk masks, the vectors."""
+    chunks = snapshot.chunks
+    arrays: dict[str, np.ndarray] = {}
+    for column in ("source", "section", "file_hash"):
+        values = [getattr(c, column) for c in chunks]
+        distinct = list(dict.fromkeys(values))
+        number = {value: i for i, value in enumerate(distinct)}
+        arrays[f"{column}_of"] = np.array([number[v] for v in values], dtype=np.int32)
+        arrays[f"{column}s"], arrays[f"{column}_offsets"] = Strings.pack(distinct)
+    arrays["ids"], arrays["id_offsets"] = Strings.pack(c.chunk_id for c in chunks)
+    arrays["texts"], arrays["text_offsets"] = Strings.pack(c.text for c in chunks)
+    arrays["part"] = np.array([c.part for c in chunks], dtype=np.int32)
+    bm25, bm25_arrays = snapshot.bm25.packed()
+    heading, heading_arrays = snapshot.heading_bm25.packed()
+    signatures, signature_arrays = snapshot.signatures.packed()
+    arrays |= prefixed("bm25.", bm25_arrays) | prefixed("heading.", heading_arrays)
+    arrays |= prefixed("signatures.", signature_arrays)
+    arrays["families"] = np.asarray(snapshot.families, dtype=bool)
+    arrays["boilerplate"] = np.asarray(snapshot.boilerplate, dtype=bool)
+    if snapshot.vectors is not None:
+        arrays["vectors"] = np.asarray(snapshot.vectors, dtype=np.float32)
+    header = {"format": snapshot.format, "version": snapshot.version, "embed_model": snapshot.embed_model,
+              "chunks": len(chunks), "bm25": bm25, "heading_bm25": heading, "signatures": signatures,
+              "tables": _tables()}
+    return header, arrays
+
+
+def _tables() -> dict[str, object]:
+    """What the answering code would otherwise parse at start, compiled (corpus.compiled): the runbooks' front matter."""
+    from runbooks.catalog import compiled_front_matter
+
+    try:
+        return {FRONT_MATTER: compiled_front_matter()}
+    except (OSError, UnicodeDecodeError) as exc:  # a runbook that cannot be read is parsed (and fails) where it is used
+        log.debug("runbook front matter not compiled: %s", exc)
+        return {}
+
+
+class _MappedChunk(StoredChunk):
+    """A chunk of a mapped snapshot: its text is decoded from the file the first time it is read."""
+
+    def __getattr__(self, name: str) -> str:
+        if name != "text" or "_texts" not in self.__dict__:
+            raise AttributeError(name)
+        text = self.__dict__["_texts"][self.__dict__["_row"]]
+        object.__setattr__(self, "text", text)
+        return text
+
+
+class ChunkTable(Sequence[StoredChunk]):
+    """The chunks of a mapped snapshot, in its order, each made when first asked for."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self._ids = Strings(arrays["ids"], arrays["id_offsets"])
+        self._texts = Strings(arrays["texts"], arrays["text_offsets"])
+        self._part = arrays["part"].tolist()
+        self._columns = {}
+        for column in ("source", "section", "file_hash"):  # each distinct value made once: one string, many chunks
+            distinct = Strings(arrays[f"{column}s"], arrays[f"{column}_offsets"])
+            values = [distinct[i] for i in range(len(distinct))]
+            self._columns[column] = [values[i] for i in arrays[f"{column}_of"].tolist()]
+        self._made: list[StoredChunk | None] = [None] * len(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        chunk = self._made[index]
+        if chunk is None:
+            chunk = object.__new__(_MappedChunk)
+            row = index + len(self) if index < 0 else index
+            for name, value in (("chunk_id", self._ids[row]), ("source", self._columns["source"][row]),
+                                ("section", self._columns["section"][row]),
+                                ("file_hash", self._columns["file_hash"][row]), ("part", self._part[row]),
+                                ("_texts", self._texts), ("_row", row)):
+                object.__setattr__(chunk, name, value)
+            self._made[index] = chunk
+        return chunk
+
+    def __iter__(self) -> Iterator[StoredChunk]:
+        return (self[i] for i in range(len(self)))
+
+
+def _mapped(header: Mapping[str, object], arrays: Mapping[str, np.ndarray]) -> KnowledgeSnapshot:
+    return KnowledgeSnapshot(
+        str(header["version"]), ChunkTable(arrays),
+        BM25Index.mapped(header["bm25"], arrays, "bm25."),  # type: ignore[arg-type]
+        BM25Index.mapped(header["heading_bm25"], arrays, "heading."),  # type: ignore[arg-type]
+        SignatureIndex.mapped(header["signatures"], arrays, "signatures."),  # type: ignore[arg-type]
+        arrays["families"], arrays["boilerplate"], str(header["format"]), arrays.get("vectors"),
+        str(header.get("embed_model") or ""),
+    )
 
 
 def _version_path(settings: Settings) -> Path:
@@ -250,11 +394,15 @@ def current_without_store(settings: Settings, snapshot: KnowledgeSnapshot | None
 
 
 def read_snapshot(settings: Settings) -> KnowledgeSnapshot | None:
+    """The snapshot of the last index run, mapped from its file; None when there is none, it is of another format
+    (older code wrote it, or the glossary or the failure catalogue changed since) or it does not read whole."""
     try:
-        with snapshot_path(settings).open("rb") as handle:
-            snapshot = pickle.load(handle)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        header, arrays = read_pack(snapshot_path(settings))
+        if header.get("format") != snapshot_format():
+            return None
+        snapshot = _mapped(header, arrays)
+    except (OSError, PackError, KeyError, TypeError, ValueError) as exc:
+        log.debug("no usable snapshot at %s: %s", snapshot_path(settings), exc)
         return None
-    if not isinstance(snapshot, KnowledgeSnapshot) or getattr(snapshot, "format", None) != snapshot_format():
-        return None
+    offer(header.get("tables") or {})
     return snapshot

@@ -5,17 +5,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from dataclasses import dataclass, field
 from datetime import date
 from functools import cache, cached_property
 from pathlib import Path
-
-import yaml
+from typing import Any
 
 from common.settings import BUILTIN_DIR
-from corpus.frontmatter import split_front_matter
+from corpus.compiled import FRONT_MATTER, compiled
 
 RUNBOOK_DIR = BUILTIN_DIR / "runbooks"
 LANGS = ("en", "zh")
@@ -117,7 +117,7 @@ def _items(markdown: str) -> tuple[Item, ...]:
 
 
 def read_runbook(path: Path) -> Runbook:
-    meta, body = split_front_matter(path.read_text(encoding="utf-8"))
+    meta, body = _front_matter(path.read_text(encoding="utf-8"))
     if not meta:
         raise ValueError(f"{path}: no YAML front matter (or it is not a mapping)")
     missing = [key for key in REQUIRED if key not in meta]
@@ -132,6 +132,54 @@ def read_runbook(path: Path) -> Runbook:
         applies_to=str(meta["applies_to"]), checked=str(meta["checked"]),
         sources=tuple(str(s) for s in meta["sources"] or ()), path=path, body=body,
     )
+
+
+def _front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """(front matter, body): as compiled into the snapshot when this front matter is there (no YAML parser loaded),
+    else parsed (corpus.frontmatter)."""
+    found = _opening(text)
+    if found is not None and (meta := compiled(FRONT_MATTER).get(_key(found[0]))) is not None:
+        return dict(meta), found[1]
+    from corpus.frontmatter import split_front_matter
+
+    return split_front_matter(text)
+
+
+def _opening(text: str) -> tuple[str, str] | None:
+    """(the front matter's text, the body) as corpus.frontmatter splits them; without its length limit, which only
+    refuses: a front matter it refuses is never compiled, so its text is never found in the table."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 4)
+    return None if end < 0 else (text[4:end], text[end + 5:])
+
+
+def _key(front_matter: str) -> str:
+    return hashlib.sha1(front_matter.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def compiled_front_matter() -> dict[str, dict[str, Any]]:
+    """Every shipped runbook's front matter, parsed, by the hash of its text: the table the snapshot carries
+    (corpus.compiled), as JSON holds it (a date as the text ``str()`` makes of it: read_runbook reads every value
+    through ``str()``)."""
+    from corpus.frontmatter import split_front_matter
+
+    table: dict[str, dict[str, Any]] = {}
+    for lang in LANGS:
+        for path in sorted((RUNBOOK_DIR / lang).glob("*.md")):
+            text = path.read_text(encoding="utf-8")
+            meta, _ = split_front_matter(text)
+            if meta and (found := _opening(text)) is not None:
+                table[_key(found[0])] = {key: _jsonable(value) for key, value in meta.items()}
+    return table
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value if value is None or isinstance(value, str | int | float | bool) else str(value)
 
 
 @cache
@@ -201,6 +249,12 @@ def pair_problems(en: Runbook, zh: Runbook) -> list[str]:
     return found
 
 
+def _yaml_error() -> type[Exception]:
+    import yaml
+
+    return yaml.YAMLError  # type: ignore[no-any-return]
+
+
 def all_problems() -> list[str]:
     found: list[str] = []
     books: dict[tuple[str, str], Runbook] = {}
@@ -208,7 +262,7 @@ def all_problems() -> list[str]:
         for path in sorted((RUNBOOK_DIR / lang).glob("*.md")):
             try:
                 book = read_runbook(path)
-            except (ValueError, yaml.YAMLError) as exc:
+            except (ValueError, _yaml_error()) as exc:
                 found.append(f"{path}: {exc}".replace("\n", " "))
                 continue
             books[(book.kind, lang)] = book
