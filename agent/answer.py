@@ -82,6 +82,8 @@ class Answer:
     lead: Any = None  # agent.leads.Lead: which runbook kind leads, the rule that decided and the words it rests on
     lang: Lang = None  # type: ignore[assignment]  # the asker's language, decided once (agent.intake); None: the question's
     brief: str = ""  # the answer people finish (agent.brief): what front ends show first; "" : ``answer`` is short
+    failure: Any = None  # incidents.signature.Failure: what identifies this failure (set by ask(); None: nothing does)
+    incidents: list[dict[str, Any]] = field(default_factory=list)  # resolved incidents it matches (incidents.recall)
 
     def __post_init__(self) -> None:
         if self.lang is None:  # an answer built by hand (a test, a button's record): the question's language
@@ -129,6 +131,8 @@ class Answer:
         data["verdict"] = self.verdict.to_json() if self.verdict is not None else None
         data["lead"] = None if self.lead is None else {"kind": self.lead.kind, "rule": self.lead.rule,
                                                          "because": self.lead.because}
+        data["failure"] = self.failure.to_json() if self.failure is not None else None
+        data["incidents"] = list(self.incidents)  # this cluster saw the failure before: when, where, what fixed it
         if self.steps is not None:
             data["steps"] = self.steps
         if self.grounded is not None:

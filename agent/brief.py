@@ -69,6 +69,7 @@ PARTS: tuple[Part, ...] = (
     Part("see_also", heading=False),  # the sources list names them
     Part("codes_mean", heading=False),
     Part("error_lines", items=2, sentences=9),  # the lines traindoc read the input by (the asker's own, shown masked)
+    Part("confirm_heading", heading=False, paragraphs=1, sentences=1),  # `traindoc check nccl` now and after the fix
 )
 DEFAULT = Part("", sentences=1, paragraphs=1)
 KEPT_QUOTES = ("weak_match",)  # the quoted notes a brief answer keeps: that a match is weak is no detail

@@ -206,6 +206,7 @@ def compose(
         if len(citations) > 1:
             parts.append(f"### {say('see_also', lang)}")
             parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
+        parts.extend(confirm_markdown(lead_kind, lang))  # the answer ends with the check that confirms its kind
         return "\n".join(parts).strip()
     if no_match or not citations:
         return _no_match(parts, recognised, confidence, list(nearest) or citations, lang)
@@ -250,6 +251,15 @@ def compose(
         parts.append(f"### {say('see_also', lang)}")
         parts.extend(f"- [{c.n}] {_shown_title(c)}" for c in citations[1:])
     return "\n".join(parts).strip()
+
+
+def confirm_markdown(kind: str | None, lang: Lang) -> list[str]:
+    """The check that confirms ``kind`` on the asker's machine, now and after the fix (``confirm_with`` of the kind in
+    runbooks/data/kinds.json: `traindoc check nccl`), or nothing where no check can tell."""
+    from checks.confirm import confirm_with
+
+    command = confirm_with(kind)
+    return ["", f"### {say('confirm_heading', lang)}", "", say("confirm_check", lang, command=command)] if command else []
 
 
 def _findings(heading: str, findings: Sequence[FindingView], lang: Lang) -> list[str]:

@@ -238,6 +238,9 @@ class Troubleshooter:
 
             last = summary_line(answer.verdict, answer.lang) if answer.verdict is not None else ""
             answer.brief = brief(answer.answer, answer.lang, sources=[c.named for c in answer.citations], summary=last)
+        from incidents.recall import recall
+
+        recall(answer, self.settings)  # its failure's signature; a line first where this cluster resolved it before
         on_event(FinalAnswer(answer))
         return answer
 

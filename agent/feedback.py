@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.answer import Answer
 from common.errors import ConfigError
+from common.private import private_file
 from common.secrets import mask
 
 SCHEMA = """
@@ -34,7 +35,7 @@ class FeedbackStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(path)  # 0600 in a 0700 folder: it holds what users asked
             with closing(self._connect()) as db, db:
                 db.execute(SCHEMA)
         except (OSError, sqlite3.Error) as exc:

@@ -9,7 +9,10 @@ thread's earlier turns) each hand over a ``Received``; ``intake()`` reads it onc
 3. a follow-up is merged with what it follows up on (``agent.conversation`` decides; its new detail is kept and read
    with the earlier question, so "and with DeepSpeed?" asks about DeepSpeed);
 4. a question past the length cap is read as the log it is, and a pasted cascade as the job it shows;
-5. the language is decided once, from what the asker wrote, and carried to the answer and every renderer.
+5. the language is decided once, from what the asker wrote, and carried to the answer and every renderer;
+6. a question with no content (punctuation, one letter, an emoji, zero-width characters, a bare Slack mention) is
+   no question: with a log or a bundle they ask, alone it is refused before retrieval (``NoContent``: "ask a
+   question or paste the error"), never answered with a confident runbook.
 
 ``ask()`` trusts a question that came through here (``Question.lang`` is set); one built by hand (tests, the eval
 harness) goes through ``prepare()`` once inside ``ask()``.
@@ -18,12 +21,14 @@ harness) goes through ``prepare()`` once inside ``ask()``.
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from common.errors import TraindocError
+from common.errors import TraindocError, UsageError
 from common.language import Lang, language_of, say
 
 if TYPE_CHECKING:
@@ -32,6 +37,20 @@ if TYPE_CHECKING:
     from jobs.diagnosis import JobDiagnosis
 
 log = logging.getLogger(__name__)
+SLACK_MARKUP = re.compile(r"<[@#!][^>\s]*>")  # <@U024BE7LH>, <#C123|general>, <!here>: who or where, not what
+CJK = re.compile(r"[\u4e00-\u9fff]")  # one Chinese character is too little to tell the language by, enough to answer in
+MIN_CONTENT = 2  # letters or digits a question needs: "a", "7", "???" and "🤔" ask nothing
+
+
+class NoContent(UsageError):
+    """A question with nothing to answer in it, and nothing else to read (no log, no bundle)."""
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` says anything: at least ``MIN_CONTENT`` letters or digits once Slack's mentions and links,
+    punctuation, symbols (emoji), spaces and invisible characters are set aside."""
+    words = SLACK_MARKUP.sub(" ", text)
+    return sum(1 for ch in words if unicodedata.category(ch)[0] in "LN") >= MIN_CONTENT
 
 
 @dataclass(frozen=True)
@@ -60,13 +79,16 @@ def intake(received: Received) -> Question:
 
         reading = read_logs(list(received.logs) or [Path("-")], received.stdin, received.text)
     head, errors, job = (reading.head, list(reading.errors), reading.diagnosis) if reading is not None else ("", [], None)
-    text = received.text.strip() or asked_by(head, errors, job, received.bundle)
+    typed = received.text.strip() if has_content(received.text) else ""
+    text = typed or asked_by(head, errors, job, received.bundle)
+    if not text and received.text.strip():  # typed, but nothing in it, and no log or bundle asks instead
+        raise NoContent(say("intake.no_content", "zh" if CJK.search(received.text) else language_of(received.text)))
     question = Question(
         text=text, log_head=head, log_errors=errors, id=received.id, probes=received.probes,
         log_paths=tuple(p for p in received.logs if str(p) != "-" and p.is_file()), python=received.python,
         bundle=received.bundle, history=[dict(turn) for turn in received.history], job=job, pid=received.pid,
     )
-    return prepare(question, typed=received.text.strip())
+    return prepare(question, typed=typed)
 
 
 def asked_by(head: str, errors: Sequence[str], job: JobDiagnosis | None, bundle: Path | None) -> str:
@@ -137,4 +159,4 @@ def in_context(question: Question) -> Question:
                    log_paths=paths, job=job)
 
 
-__all__ = ["Received", "asked_by", "in_context", "intake", "prepare"]
+__all__ = ["NoContent", "Received", "asked_by", "has_content", "in_context", "intake", "prepare"]

@@ -10,9 +10,10 @@ says anything the detail below does not. The words live in data/guidance.json.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from advice.review import NOTE_PREFIX
 from agent.exceptions import recognise
 from common.language import Lang, say
 from common.textsafe import cells, clip_words, code_span, fence, flanking_safe, segments, strong
@@ -44,6 +45,7 @@ class Verdict:
     basis: str = ""  # what the confidence rests on, in the answer's language
     next_step: str = ""  # no fix: what to collect next
     proven: bool = False  # the cause rests on evidence (the logs, a probe, the pasted message), not a document's match
+    fix_notes: tuple[str, ...] = ()  # what advice.review said under the first fix's block (an unknown upstream name)
 
     @property
     def fix_line(self) -> str:
@@ -109,6 +111,31 @@ def first_fix(markdown: str) -> tuple[str, str]:
     return "", ""
 
 
+def first_fix_notes(markdown: str) -> tuple[str, ...]:
+    """The notes advice.review put right under the first fix's code block (``> ⚠ traindoc ...``: a name upstream does
+    not know, a corrected line): the verdict and the summary line carry them, as the Fixes block does."""
+    for key in ("fixes", "more_fixes"):
+        block: list[str] | None = None
+        lines = iter(_section(markdown, _headings(key)).split("\n"))
+        for line in lines:
+            if not line.lstrip().startswith("```"):
+                if block is not None:
+                    block.append(line)
+                continue
+            if block is None:
+                block = []
+                continue
+            if any(code.strip() for code in block):  # the first fix's block: the notes are the lines right under it
+                notes = []
+                for after in lines:
+                    if not after.lstrip().startswith(NOTE_PREFIX):
+                        break
+                    notes.append(after.strip())
+                return tuple(notes)
+            block = None
+    return ()
+
+
 def _fix_items(text: str) -> list[str]:
     """The sentences of the numbered fixes in ``text`` (the composer's "1. from [n] title:" labels left out)."""
     items = (_sentence_of(line) for line in text.split("\n") if line.strip() and ITEM_NUMBER.match(line))
@@ -164,7 +191,17 @@ def _shown_title(answer: Answer) -> str:
 
 
 def verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
-    """What the answer concludes: from a probe's measured problem, the job's root cause, or the documents."""
+    """What the answer concludes: from a probe's measured problem, the job's root cause, or the documents. Where its
+    first fix is the Fixes block's first command, the review's notes under that block come with it."""
+    verdict = _verdict_of(answer, markdown)
+    text = answer.answer if markdown is None else markdown
+    if verdict is None or not verdict.fix_code or verdict.fix_code != first_fix(text)[1]:
+        return verdict
+    notes = first_fix_notes(text)
+    return replace(verdict, fix_notes=notes) if notes else verdict
+
+
+def _verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
     lang = answer.lang
     text = answer.answer if markdown is None else markdown
     sentence, code = first_fix(text)
@@ -227,6 +264,7 @@ def verdict_markdown(verdict: Verdict, lang: Lang) -> str:
         code = verdict.fix_code.split("\n")
         shown = code[:FIX_LINES] + ([f"# … {say('see_below', lang)}"] if len(code) > FIX_LINES else [])
         lines.extend(["", fence(shown, "bash")])
+        lines.extend(verdict.fix_notes)  # flagged here as in the Fixes block: an unknown name is never shown bare
     return "\n".join(lines)
 
 
@@ -235,6 +273,8 @@ def summary_line(verdict: Verdict, lang: Lang, width: int = 80) -> str:
     command leaves the cause too little room, the command goes on a line of its own: a terminal never wraps the
     line mid-word."""
     tail = say("summary_fix", lang, fix=verdict.fix_line) if verdict.fix_line else ""
+    if tail and verdict.fix_notes:  # the command the review flagged: the line says so
+        tail += " " + say("advice.fix_flagged", lang)
     words, key = (verdict.fix_text, "first_fix") if verdict.fix_text else (verdict.next_step, "next_step")
     if not tail and words:  # a fix or a next step in words: it may be clipped (a command may not)
         label = f" · {say(key, lang)}{'：' if lang == 'zh' else ': '}"

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -270,13 +272,44 @@ def build_index(
 ) -> IndexReport:
     from corpus.index_lock import hold_index_lock
 
+    started = time.time()
     with hold_index_lock(settings):
+        remove_stale_temporaries(settings, started - STALE_AFTER_S)
         try:
             return _index_locked(settings, embed, paths, rebuild=rebuild, progress=progress)
         except OSError as exc:  # what the store's boundary did not translate: the manifest, the registry
             if no_space(exc):
                 raise disk_full(settings.data_dir) from exc
             raise
+
+
+STALE_PREFIXES = (".chunks-", ".emb-", ".manifest-", ".knowledge-")  # what a run writes, then renames into place
+STALE_AFTER_S = 60.0  # a temporary file this much older than the run is no live writer's
+
+
+def remove_stale_temporaries(settings: Settings, before: float) -> list[str]:
+    """Remove the temporary files a killed run or a full disk left behind (``STALE_PREFIXES``, in the data folder
+    and its cache folder, last written before ``before``); called with the index lock held, so no other index
+    run is writing them. Their names, for the debug log."""
+    folders = [settings.data_dir] + [settings.cache_dir] * settings.cache_dir.resolve().is_relative_to(
+        settings.data_dir.resolve())
+    removed: list[str] = []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if (entry.name.startswith(STALE_PREFIXES) and entry.is_file(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_mtime < before):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+            except OSError as exc:  # a read-only folder: left for a run that can
+                log.debug("could not remove %s: %s", entry.path, exc)
+    if removed:
+        log.debug("removed %d stale temporary files: %s", len(removed), ", ".join(removed[:20]))
+    return removed
 
 
 def _index_locked(
@@ -466,13 +499,23 @@ def _looks_like_sqlite(path: Path) -> bool:
         return False
 
 
+def _named_root(path: Path) -> Path:
+    """A folder or file named to `traindoc index`, resolved; a symlink loop is the user's to fix, in one line."""
+    from corpus.discovery import real_path
+
+    real = real_path(path)
+    if real is None:
+        raise InputError(f"{path}: a symlink loop, not a file or folder")
+    return real
+
+
 def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[Path]:
     """The configured corpus folders plus every path ever passed to `traindoc index` (remembered)."""
     import json
 
     registry = roots_registry(settings)
     remembered = remembered_roots(settings)
-    explicit = [str(p.resolve()) for p in paths or ()]
+    explicit = [str(_named_root(p)) for p in paths or ()]
     for path in explicit:
         if not Path(path).exists():
             raise InputError(f"no such file or folder: {path}")

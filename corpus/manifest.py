@@ -96,6 +96,8 @@ def remembered_roots(settings: Settings) -> list[str]:
 
 def corpus_roots(settings: Settings, remembered: list[str] | None = None) -> list[Path]:
     """The configured corpus folders, then every remembered one, each once."""
-    configured = [str(p.resolve()) for p in settings.corpus_paths]
+    from corpus.discovery import real_path
+
+    configured = [str(real_path(p) or p) for p in settings.corpus_paths]  # a loop reads as a folder that is not there
     others = remembered_roots(settings) if remembered is None else remembered
     return [Path(p) for p in dict.fromkeys(configured + others)]

@@ -412,4 +412,4 @@ def local_index_exists(settings: Settings) -> bool:
 
 
 def snapshot_path(settings: Settings) -> Path:
-    return settings.data_dir / "chunks.pkl"
+    return settings.data_dir / "knowledge.snap"

@@ -87,6 +87,7 @@ class JobDiagnosis:
     search_lines: list[str] = field(default_factory=list)  # the root-cause lines documents are retrieved for
     # The sentences above in another language, for an answer in it: {"zh": {"root": ..., "why": ..., "symptoms": ...}}
     wording: dict[str, dict[str, str]] = field(default_factory=dict)
+    picture: Any = None  # jobs.picture.JobPicture: the lanes and marks the timeline picture draws (not in to_json)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from jobs.consequences import consequences_of, symptoms_in_chinese, timeline_entries, why
 from jobs.diagnosis import JobDiagnosis, RootCause
 from jobs.events import Event
+from jobs.picture.lanes import picture_of
 from jobs.timeline import JobTimeline
 
 
@@ -45,4 +46,5 @@ def in_words(timeline: JobTimeline, verdict: Verdict) -> JobDiagnosis:
     return JobDiagnosis(
         "log", verdict.root, symptoms, entries, sorted(timeline.world), said, timeline.collective,
         [english for english, _ in verdict.next_evidence], verdict.search_lines, wording={"zh": chinese},
+        picture=picture_of(timeline, verdict.culprit, verdict.blamed),
     )

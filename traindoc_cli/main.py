@@ -23,6 +23,7 @@ ASK_EPILOG = """examples:
   ask "why is NCCL hanging"
   ask --log train.log "why did it crash"          (the job is triaged: the rank that failed first leads)
   ask --log logs/ "why did it crash"              (a torchrun --log-dir folder; or --log per rank, .gz too)
+  ask --log logs/ --timeline job.svg              (also the job as a picture: a lane per rank, the first failure)
   cat train.log | ask "why did it crash"
   ask "my job hangs at the barrier"               (on the job's machine: every rank's stack, read-only)
   ask --json "CUDA out of memory with ZeRO-3"
@@ -70,6 +71,9 @@ def _ask_parser() -> argparse.ArgumentParser:
                         help="a log of the job: a file (plain or .gz), a torchrun --log-dir folder, or - for stdin; "
                         "repeat for per-rank files. The job is triaged: the rank that failed first leads the answer")
     parser.add_argument("--json", action="store_true", help="print one JSON object (one per line with --batch)")
+    parser.add_argument("--timeline", metavar="OUT.svg", type=Path,
+                        help="also draw the job of --log as a picture (SVG): a lane per rank by node, the first failure, "
+                        "the consequences after it, the ranks absent from a collective")
     parser.add_argument("--full", action="store_true",
                         help="the whole answer: checks, every fix, notes, applies-to (default: one that fits 40 lines)")
     parser.add_argument("--format", choices=("text", "markdown"), default=None,
@@ -100,11 +104,12 @@ def _ask_parser() -> argparse.ArgumentParser:
 
 def _traindoc_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="traindoc", description="traindoc: build the index, probe this machine, snapshot a hung job, "
-                     "evaluate retrieval, serve the web chat or the Slack bot.")
+                     "evaluate retrieval, serve the web chat or the Slack bot, check the job's communication here (`check`: the "
+                     "one command that starts processes).")
     parser.add_argument("--debug", action="store_true", help="log details and tracebacks to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     index = commands.add_parser("index", help="index the documents (incremental); PATHs add your own runbooks")
-    index.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=".md/.txt/.rst files or folders to add")
+    index.add_argument("paths", nargs="*", type=_named_path, metavar="PATH", help=".md/.txt/.rst files or folders to add")
     index.add_argument("--rebuild", action="store_true", help="drop the index and build it again")
     evaluate = commands.add_parser("eval", help="retrieval metrics on a JSONL set, with BM25 and dense baselines")
     evaluate.add_argument("cases", type=Path, nargs="+", metavar="FILE.jsonl", help="one or more case files, scored together")
@@ -124,6 +129,9 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     feedback_commands = feedback.add_subparsers(dest="feedback_command", metavar="ACTION", parser_class=_Parser)
     export = feedback_commands.add_parser("export", help="write feedback as eval cases (JSON lines)")
     export.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    from traindoc_cli.incidents import add_parsers
+
+    add_parsers(commands, feedback_commands)  # `feedback fixed` and `incidents`
     slack = commands.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP Events API)")
     slack.add_argument("--host", default="127.0.0.1", help="address for the HTTP Events API (default 127.0.0.1)")
     slack.add_argument("--port", type=int, default=3000, help="port for the HTTP Events API (default 3000)")
@@ -152,7 +160,21 @@ def _traindoc_parser() -> argparse.ArgumentParser:
                       help="time limit for each rank's stack (default 10)")
     hang.add_argument("--lang", choices=("en", "zh"), default=None,
                       help="the text's language (default: the locale, LC_ALL / LC_MESSAGES / LANG: zh_* gives zh)")
+    from traindoc_cli.check import add_arguments as add_check
+
+    add_check(commands)  # `check nccl|p2p`: the one command that starts processes (and stops every one)
+    for command in [*commands.choices.values(), *feedback_commands.choices.values()]:  # `traindoc index --debug` too
+        if "--debug" not in command._option_string_actions:
+            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                 help="log details and tracebacks to stderr")
     return parser
+
+
+def _named_path(text: str) -> Path:
+    """A path given on the command line; an empty one ("") would read as the current folder: refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file or folder")
+    return Path(text)
 
 
 def _setup_logging(debug: bool) -> None:
@@ -182,11 +204,13 @@ def _stdin_text(timeout_s: float = 0.5) -> IO[bytes] | None:
 def _run(prog: str, argv: Sequence[str] | None, body: Any) -> int:
     """Exit codes (README, SECURITY.md): 0 done, 1 failed (one line says what and what to do), 2 bad usage,
     130 interrupted."""
+    from traindoc_cli.output import guarded_stdout
     from traindoc_cli.quiet import one_line, panicked
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        return int(body())
+        with guarded_stdout():  # a closed or full standard output is a failure, not a silent 0 (traindoc_cli.output)
+            return int(body())
     except TraindocError as exc:
         if debug:
             log.exception("failed")
@@ -224,8 +248,8 @@ def _ask(argv: Sequence[str] | None) -> int:
     _setup_logging(args.debug)
     question_text = _question(args.question)
     if args.batch is not None:
-        if question_text or args.log:
-            raise UsageError("--batch takes its questions from the file; give no question or --log with it")
+        if question_text or args.log or args.timeline:
+            raise UsageError("--batch takes its questions from the file; give no question, --log or --timeline with it")
         return _batch(args)
 
     from agent.intake import Received, intake
@@ -240,18 +264,27 @@ def _ask(argv: Sequence[str] | None) -> int:
         raise UsageError("no question given", hint='try: ask "why is NCCL hanging"')
     if args.json and args.format:
         raise UsageError("--json and --format are two outputs: give one")
+    if args.timeline is not None:
+        from traindoc_cli.timeline import write_timeline
+
+        write_timeline(args.timeline, question, logs_given=bool(args.log) or stdin is not None)
     troubleshooter = _troubleshooter(args)
     if args.json:
         answer = troubleshooter.ask(question)
         print(json.dumps(answer.to_json(), ensure_ascii=False))
-        return 0
-    from traindoc_cli.render import StreamPrinter, output_console, print_answer
+    else:
+        from traindoc_cli.render import StreamPrinter, output_console, print_answer
 
-    console, fmt = output_console(args.format)
-    if troubleshooter.settings.backend == "offline":
-        print_answer(troubleshooter.ask(question), console, fmt, full=args.full)
-        return 0
-    troubleshooter.ask(question, on_event=StreamPrinter(console, fmt))
+        console, fmt = output_console(args.format)
+        if troubleshooter.settings.backend == "offline":
+            answer = troubleshooter.ask(question)
+            print_answer(answer, console, fmt, full=args.full)
+        else:
+            answer = troubleshooter.ask(question, on_event=StreamPrinter(console, fmt))
+    from incidents.record import keep_last
+    from traindoc_cli.incidents import last_answer_path
+
+    keep_last(last_answer_path(troubleshooter.settings), answer)  # what `traindoc feedback fixed` marks
     return 0
 
 
@@ -353,6 +386,10 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "feedback":
         return _feedback(args)
+    if args.command == "incidents":
+        from traindoc_cli.incidents import run_incidents
+
+        return run_incidents(args, _settings(args))
     if args.command == "doctor-llm":
         from agent.llm.doctor import doctor
 
@@ -369,6 +406,10 @@ def _traindoc(argv: Sequence[str] | None) -> int:
         from traindoc_cli.hang import run_hang_command
 
         return run_hang_command(args)
+    if args.command == "check":
+        from traindoc_cli.check import run_check_command
+
+        return run_check_command(args)
     raise UsageError(f"unknown command {args.command!r}")
 
 
@@ -399,8 +440,12 @@ def _web(args: argparse.Namespace) -> int:
 def _feedback(args: argparse.Namespace) -> int:
     from agent.feedback import FeedbackStore, as_eval_case
 
+    if args.feedback_command == "fixed":
+        from traindoc_cli.incidents import run_fixed
+
+        return run_fixed(args, _settings(args))
     if args.feedback_command != "export":
-        raise UsageError("usage: traindoc feedback export [--out FILE]")
+        raise UsageError("usage: traindoc feedback export [--out FILE] | fixed [FILE] [--note TEXT]")
     store = FeedbackStore(_feedback_path())
     lines = [json.dumps(as_eval_case(row), ensure_ascii=False) for row in store.rows()]
     text = "\n".join(lines) + ("\n" if lines else "")

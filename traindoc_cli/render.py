@@ -41,6 +41,10 @@ def print_answer(answer: Answer, console: Console | None = None, fmt: str | None
     if fmt is None:
         fmt = "terminal" if console.is_terminal else "text"
     if fmt != "terminal":
+        if fmt == "markdown":  # text to paste into an issue: masked, as everything that leaves the machine
+            from tools.redact import mask_answer
+
+            answer = mask_answer(answer)
         console.file.write(document(answer, fmt, console.width, full=full))
         console.file.flush()
         return

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import threading
 import uuid
 from collections import OrderedDict
@@ -27,14 +28,17 @@ from typing import Any
 from agent.answer import Answer
 from agent.core import Question, Troubleshooter
 from agent.feedback import FeedbackStore
-from agent.intake import Received, intake
+from agent.intake import NoContent, Received, has_content, intake
 from common.errors import ConfigError, TraindocError
-from common.language import say
+from common.language import language_of, say
 from common.redaction import Redactor
 from common.surrogates import escape_surrogates
+from incidents.record import record_fixed
+from incidents.store import IncidentStore, local_path
 from traindoc_slack.blocks import answer_blocks, mrkdwn, notification_line, plain, probe_blocks
 from traindoc_slack.feedback import read_value
 from traindoc_slack.options import RateLimiter, SlackOptions, slack_error_line
+from traindoc_slack.ratelimit import RetryAfter
 from traindoc_slack.replies import reply
 from traindoc_slack.thread import answer_metadata, download_attachment, is_bundle, read_thread_log, thread_history
 
@@ -49,6 +53,7 @@ class SlackBridge:
         self.options = options
         self.rate = RateLimiter(options.rate_per_minute)
         self.feedback = FeedbackStore(options.feedback_db or troubleshooter.settings.data_dir / "feedback.sqlite3")
+        self.incidents = IncidentStore(local_path(self.feedback.path))  # a :+1: keeps what fixed it (incidents/)
         self._answers: OrderedDict[str, Answer] = OrderedDict()
         self._read_logs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._seen_events: OrderedDict[str, None] = OrderedDict()
@@ -63,6 +68,7 @@ class SlackBridge:
         from slack_sdk.errors import SlackApiError
 
         client = WebClient(token=self.options.bot_token, base_url=_api_base(self.options.api_url))
+        client.retry_handlers.append(RetryAfter())  # HTTP 429: wait its Retry-After, a bounded number of times
         try:
             identity = client.auth_test()
             self.bot_user_id = identity.get("user_id")
@@ -90,6 +96,7 @@ class SlackBridge:
         app.command("/traindoc")(self._on_command)
         app.action("traindoc_feedback_up")(lambda ack, body, client: self._on_feedback(ack, body, client, 1))
         app.action("traindoc_feedback_down")(lambda ack, body, client: self._on_feedback(ack, body, client, -1))
+        app.action("traindoc_fixed_note")(self._on_fixed_note)
         app.action("traindoc_share")(self._on_share)
         app.action("traindoc_full_answer")(self._on_full_answer)
         app.action("traindoc_run_probes")(self._on_run_probes)
@@ -132,12 +139,14 @@ class SlackBridge:
             return
         ts = event.get("ts")
         self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=ts, name="eyes")
+        skipped: list[str] = []  # attachments not read, said with the answer: it must not read as if they were
+        turn = self.downloads / uuid.uuid4().hex  # this turn's attachments, deleted once it is answered
         try:
-            question = self._question(event, client, channel, thread_ts)
+            question = self._question(event, client, channel, thread_ts, skipped, turn)
             answer = self.troubleshooter.ask(question)
         except TraindocError as exc:
             self._call(client.chat_postMessage, "chat.postMessage", channel=channel, thread_ts=thread_ts,
-                       text=f":warning: {plain(str(exc))}")
+                       text="\n".join([*skipped, f":warning: {plain(self._unplaced(str(exc)))}"]))
             self._settle(client, channel, ts, "x")
             return
         except Exception as exc:  # never leave the user with only the :eyes: reaction
@@ -146,40 +155,77 @@ class SlackBridge:
                        text=reply("could_not_answer", event.get("text") or ""))
             self._settle(client, channel, ts, "x")
             return
-        posted = self.post_answer(client, answer, channel=channel, thread_ts=thread_ts)
+        finally:
+            shutil.rmtree(turn, ignore_errors=True)
+        posted = self.post_answer(client, answer, channel=channel, thread_ts=thread_ts, intro="\n".join(skipped) or None)
+        if posted:
+            self._attach_timeline(client, answer, channel, thread_ts)
         self._settle(client, channel, ts, "white_check_mark" if posted else "x")
+
+    def _unplaced(self, message: str) -> str:
+        """A refusal as the thread reads it: a downloaded attachment named by its file name, never by where the
+        bot keeps it on its host."""
+        return re.sub(re.escape(str(self.downloads)) + r"[/\\](?:[^\s'\":]*[/\\])?", "", message)
+
+    def _attach_timeline(self, client: Any, answer: Answer, channel: str, thread_ts: str | None) -> None:
+        """A triaged job's timeline picture (jobs.picture: its log text masked where it was drawn), as a file in the
+        thread under the answer; a workspace that refuses it (no files:write) still has the answer."""
+        from slack_sdk.errors import SlackRequestError
+
+        from jobs.picture import svg_of
+
+        svg = svg_of(answer.diagnosis, answer.lang)
+        if svg is None:
+            return
+        title = say("picture.legend.timeline", answer.lang)
+        try:
+            self._call(client.files_upload_v2, "files.upload", channel=channel, thread_ts=thread_ts,
+                       content=svg.encode("utf-8"), filename="job-timeline.svg", title=title, alt_txt=title)
+        except SlackRequestError as exc:  # the upload URL refused the bytes: said once, the answer stands
+            log.error("slack: files.upload failed: %s", Redactor().redact(str(exc))[:300])
 
     def _settle(self, client: Any, channel: str, ts: str | None, outcome: str) -> None:
         """:eyes: (working on it) gives way to :white_check_mark: (answered) or :x: (could not answer)."""
         self._call(client.reactions_remove, "reactions.remove", channel=channel, timestamp=ts, name="eyes")
         self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=ts, name=outcome)
 
-    def _question(self, event: dict[str, Any], client: Any, channel: str, thread_ts: str | None) -> Question:
+    def _question(self, event: dict[str, Any], client: Any, channel: str, thread_ts: str | None,
+                  skipped: list[str], turn: Path) -> Question:
         text = escape_surrogates(MENTION.sub("", event.get("text") or "").strip())[0]  # a lone one breaks JSON
-        history = self._history(client, channel, thread_ts, event.get("ts"))
+        history = self._history(client, channel, thread_ts, event.get("ts"), turn)
         bundle = None
         paths: tuple[Path, ...] = ()
         for file in event.get("files") or []:
-            path = download_attachment(file, self.downloads, self.options.bot_token, self.options.max_file_mb)
-            if path is None:
+            path = download_attachment(file, turn, self.options.bot_token, self.options.max_file_mb, self.options.api_url)
+            if path is None:  # said with the answer: it must not read as if the file had been read
+                skipped.append(self._skipped_attachment(file, text))
                 continue
             if is_bundle(path):
                 bundle = path
             else:
                 paths += (path,)  # several attached logs (one per rank) are one job: the intake reads them once
+        if not has_content(text) and not paths and bundle is None:  # a bare mention, or only a file it could not read
+            raise NoContent(say("intake.no_content", "zh" if text and language_of(text) == "zh" else "en"))
         question = intake(Received(text=text, logs=paths, bundle=bundle, history=history, probes=self.options.host_probes))
-        # A mention with nothing the intake could read (a file that would not download) still asks about the job.
+        # A log with nothing the intake could read still asks about the job.
         return question if question.text.strip() else replace(question, text=say("job_question", question.language))
 
-    def _history(self, client: Any, channel: str, thread_ts: str | None, ts: str | None) -> list[dict[str, Any]]:
+    def _skipped_attachment(self, file: dict[str, Any], asked: str) -> str:
+        """One line saying why an attached file was not read (over the size limit, or the download failed)."""
+        name = plain(Path(str(file.get("name") or "the attachment")).name)
+        too_big = int(file.get("size") or 0) > self.options.max_file_mb * 1024 * 1024
+        return (reply("attachment_too_big", asked, name=name, limit=f"{self.options.max_file_mb:g}") if too_big
+                else reply("attachment_failed", asked, name=name))
+
+    def _history(self, client: Any, channel: str, thread_ts: str | None, ts: str | None, turn: Path) -> list[dict[str, Any]]:
         """The thread's earlier turns: the logs attached to them (read again) and the bot's diagnoses."""
         if not thread_ts or thread_ts == ts:
             return []
         replies = self._call(client.conversations_replies, "conversations.replies", channel=channel, ts=thread_ts,
                              limit=50, include_all_metadata=True)
         messages = [m for m in (replies or {}).get("messages", []) if isinstance(m, dict)]
-        download = partial(download_attachment, folder=self.downloads, bot_token=self.options.bot_token,
-                           max_mb=self.options.max_file_mb)
+        download = partial(download_attachment, folder=turn, bot_token=self.options.bot_token,
+                           max_mb=self.options.max_file_mb, api_url=self.options.api_url)
         read_log = partial(read_thread_log, download=download, cache=self._read_logs, lock=self._lock)
         return thread_history(messages, ts, self._is_bot, read_log)
 
@@ -220,7 +266,12 @@ class SlackBridge:
         if not self.rate.allow(command.get("user_id", "")):
             respond(text=reply("too_fast", text), response_type="ephemeral")
             return
-        answer = self.troubleshooter.ask(intake(Received(text=text, probes=self.options.host_probes)))
+        try:
+            asked = intake(Received(text=text, probes=self.options.host_probes))
+        except NoContent as exc:  # "/traindoc ???": nothing to answer
+            respond(text=exc.message, response_type="ephemeral")
+            return
+        answer = self.troubleshooter.ask(asked)
         answer_id = self._remember(answer)
         ephemeral = self.options.ephemeral_commands
         fallback, blocks = answer_blocks(answer, answer_id, probes_button=self.options.host_probes, share_button=ephemeral)
@@ -247,9 +298,26 @@ class SlackBridge:
         else:
             self.feedback.record(answer, rating, "slack")
             key, asked = ("thanks_up" if rating > 0 else "thanks_down"), answer.question
+        incident = record_fixed(self.incidents, answer, channel="slack") if answer is not None and rating > 0 else None
+        if channel and user:
+            # a kept incident: the thanks says so and takes a note of what was changed (traindoc_fixed_note)
+            extra = {"blocks": fixed_blocks(incident.id, asked)} if incident is not None else {}
+            self._call(client.chat_postEphemeral, "chat.postEphemeral", channel=channel, user=user,
+                       text=reply("thanks_fixed" if incident is not None else key, asked),
+                       **({"thread_ts": thread_ts} if thread_ts else {}), **extra)
+
+    def _on_fixed_note(self, ack: Any, body: dict[str, Any], client: Any) -> None:
+        """What the user typed into the thanks for a :+1: (what they changed): kept with that incident, masked."""
+        ack()
+        action = (body.get("actions") or [{}])[0]
+        incident_id = str(action.get("block_id", "")).removeprefix(NOTE_BLOCK)
+        note = escape_surrogates(str(action.get("value") or "").strip())[0]
+        saved = bool(note) and self.incidents.note(incident_id, note) is not None
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id", "")
+        user = (body.get("user") or {}).get("id", "")
         if channel and user:
             self._call(client.chat_postEphemeral, "chat.postEphemeral", channel=channel, user=user,
-                       text=reply(key, asked), **({"thread_ts": thread_ts} if thread_ts else {}))
+                       text=reply("note_saved" if saved else "note_lost", note))
 
     def _held_or_asked_again(self, answer_id: str, answer: Answer) -> Answer:
         """The answer this process holds; after a restart the button carried only its summary, so the (masked)
@@ -310,6 +378,18 @@ class SlackBridge:
         except OSError as exc:
             log.error("slack: %s failed: cannot reach Slack (%s): check SLACK_API_URL and the network", action, exc)
         return None
+
+
+NOTE_BLOCK = "traindoc_incident:"  # the note field's block id: this prefix, then the incident's id
+
+
+def fixed_blocks(incident_id: str, asked: str) -> list[dict[str, Any]]:
+    """The thanks for a :+1: that kept an incident, with a field for what the user changed (Enter saves it)."""
+    return [{"type": "section", "text": mrkdwn(plain(reply("thanks_fixed", asked)))},
+            {"type": "input", "block_id": f"{NOTE_BLOCK}{incident_id}", "dispatch_action": True, "optional": True,
+             "label": {"type": "plain_text", "text": reply("fixed_note_label", asked)},
+             "element": {"type": "plain_text_input", "action_id": "traindoc_fixed_note",
+                         "placeholder": {"type": "plain_text", "text": reply("fixed_note_hint", asked)}}}]
 
 
 def _diagnosis(answer: Answer) -> str:

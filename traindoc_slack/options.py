@@ -19,7 +19,8 @@ HINTS = {
     "channel_not_found": "the channel does not exist or the bot cannot see it: check TRAINDOC_SLACK_CHANNELS and invite the bot",
     "not_in_channel": "invite the bot to the channel (/invite @traindoc)",
     "missing_scope": "add the missing scope in deploy/slack-manifest.yaml (OAuth scopes) and reinstall the app",
-    "ratelimited": "Slack rate-limited the bot: slow down or raise TRAINDOC_SLACK_RATE",
+    "ratelimited": ("Slack still rate-limited the bot after waiting its Retry-After: lower TRAINDOC_SLACK_RATE "
+                    "(questions per user per minute) or TRAINDOC_SLACK_CHANNELS to fewer channels"),
 }
 
 

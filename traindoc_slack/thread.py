@@ -10,17 +10,21 @@ The files attached to a message are downloaded here too (size limit) and told ap
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
+import urllib.error
 import urllib.request
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from agent.conversation import user_turn
 from common.errors import TraindocError
+from common.private import private_dir
 from common.secrets import mask
 
 log = logging.getLogger("traindoc.slack")
@@ -97,31 +101,98 @@ def read_thread_log(files: list[dict[str, Any]], download: Downloader, cache: Or
     return found
 
 
-def download_attachment(file: dict[str, Any], folder: Path, bot_token: str, max_mb: float) -> Path | None:
-    """``file`` (a Slack file object) downloaded into ``folder`` with the bot's token; None when it is over ``max_mb``
-    or cannot be fetched."""
+# Slack's own domains, the only hosts a file download carries the bot's token to (over https): url_private is on
+# files.slack.com (files.slack-gov.com on GovSlack), and Slack's file links and CDN are on slack-files.com and
+# slack-edge.com. A file shared from elsewhere (an external file's url_private) or a redirect to another host gets
+# no token: slack-go's GHSA-3q3v-34v2-g88f is the same leak.
+SLACK_FILE_DOMAINS = ("slack.com", "slack-gov.com", "slack-files.com", "slack-edge.com")
+MAX_REDIRECTS = 5
+
+
+def token_goes_to(url: str, api_url: str | None = None) -> bool:
+    """May the bot's token be sent to ``url``: https on one of Slack's own domains, or the very host (scheme, name
+    and port) of SLACK_API_URL, where the operator sends the bot's API calls already (a proxy, a test's fake)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().rstrip(".")
+    if api_url:
+        api = urlsplit(api_url)
+        if (parts.scheme, host, parts.port) == (api.scheme, (api.hostname or "").lower().rstrip("."), api.port):
+            return True
+    return parts.scheme == "https" and any(host == domain or host.endswith("." + domain) for domain in SLACK_FILE_DOMAINS)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects come back as responses: the download follows them itself, deciding the token at each hop."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _open(url: str, bot_token: str, api_url: str | None) -> Any:
+    """The response for ``url``, redirects followed by hand (at most ``MAX_REDIRECTS``): the token goes with a request
+    only where ``token_goes_to`` allows, so never across a redirect to another host."""
+    for _ in range(MAX_REDIRECTS + 1):
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise OSError("not an http(s) link")
+        headers = {"Authorization": f"Bearer {bot_token}"} if token_goes_to(url, api_url) else {}
+        try:
+            return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=30)  # noqa: S310
+        except urllib.error.HTTPError as exc:
+            location = exc.headers.get("Location") if 300 <= exc.code < 400 else None
+            exc.close()
+            if not location:
+                raise
+            url = urljoin(url, location)
+    raise OSError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def download_attachment(file: dict[str, Any], folder: Path, bot_token: str, max_mb: float,
+                        api_url: str | None = None) -> Path | None:
+    """``file`` (a Slack file object) downloaded into ``folder`` (0600; a text file with its secrets masked), the
+    bot's token sent only to Slack's own hosts; None when it is over ``max_mb``, its link is not Slack's, or it
+    cannot be fetched. The caller deletes it once its turn is answered."""
     size = int(file.get("size") or 0)
     limit = max_mb * 1024 * 1024
-    url = file.get("url_private_download") or file.get("url_private")
+    url = str(file.get("url_private_download") or file.get("url_private") or "")
     if not url or size > limit:
         log.warning("slack: skipped attachment %s (%d bytes; limit %g MB)", file.get("name"), size, max_mb)
         return None
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{uuid.uuid4().hex}-{Path(str(file.get('name') or 'log.txt')).name}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {bot_token}"})
+    if not token_goes_to(url, api_url):  # an external file: its link is someone else's host
+        log.warning("slack: skipped attachment %s: its link is not on Slack's file hosts", file.get("name"))
+        return None
+    target = private_dir(private_dir(folder) / uuid.uuid4().hex[:12]) / Path(str(file.get("name") or "log.txt")).name
     try:
-        with urllib.request.urlopen(request, timeout=30) as response, target.open("wb") as out:  # noqa: S310
+        with _open(url, bot_token, api_url) as response, os.fdopen(
+                os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
             copied = 0
             while chunk := response.read(1 << 16):
                 copied += len(chunk)
                 if copied > limit:
                     raise OSError(f"larger than {max_mb:g} MB")
                 out.write(chunk)
+        _mask_file(target)
     except OSError as exc:
-        log.warning("slack: could not download %s: %s", file.get("name"), exc)
+        log.warning("slack: could not download %s: %s", file.get("name"), mask(str(exc)))
         target.unlink(missing_ok=True)
         return None
     return target
+
+
+def _mask_file(path: Path) -> None:
+    """A downloaded text file rewritten with its secrets masked (a compressed log is kept as it came, 0600 and
+    deleted with its turn; a probe bundle is masked where it is read)."""
+    from tools.bundle import looks_like_bundle
+
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b" or looks_like_bundle(data[:4096]):  # a bundle is masked as it is read (tools.report)
+        return
+    text = data.decode("utf-8", errors="surrogateescape")
+    masked = mask(text)
+    if masked != text:
+        path.write_bytes(masked.encode("utf-8", errors="surrogateescape"))
 
 
 def is_bundle(path: Path) -> bool:

@@ -68,6 +68,10 @@ def build_app(chat: WebChat) -> Any:
                 log_file = gr.File(label=f"Training log or probe bundle for this question (max {chat.options.max_upload_mb:g} MB)",
                                    type="filepath", elem_id="log", height=110)
                 status = gr.Markdown("", elem_id="status")
+                with gr.Row(visible=False, elem_id="fixed-row") as fixed_row:  # shown after a 👍 kept an incident
+                    fixed_note = gr.Textbox(placeholder="What did you change? e.g. drained gpu-17, set NCCL_SOCKET_IFNAME",
+                                            show_label=False, scale=5, elem_id="fixed-note", lines=1, max_lines=4)
+                    save_note = gr.Button("Save note", scale=1, elem_id="save-note", min_width=80)
             with gr.Column(scale=2, min_width=320):
                 sources = gr.HTML("", elem_id="sources")
                 earlier = gr.Dropdown(choices=[], label="Earlier chats", elem_id="earlier", value=None,
@@ -123,11 +127,21 @@ def build_app(chat: WebChat) -> Any:
         app.load(restore, [browser], [*conversation, box, send], api_visibility="private")
         rerun.click(chat.probe_report, [], [report], api_name="probes")
 
-        def on_like(state: list[Any], data: gr.LikeData) -> str:
-            return chat.rate(state, bool(data.liked), data.value)
+        incident = gr.State("")  # the incident the last 👍 kept, for its note
+
+        def on_like(state: list[Any], data: gr.LikeData) -> tuple[Any, ...]:
+            said, kept = chat.rate_and_remember(state, bool(data.liked), data.value)
+            return said, kept, gr.update(visible=bool(kept)), ""
+
+        def on_note(kept: str, note: str) -> tuple[Any, ...]:
+            said = chat.save_note(kept, note)
+            saved = said.startswith("Thanks")
+            return said, gr.update(visible=not saved), "" if saved else gr.update()
 
         on_like.__annotations__["data"] = gr.LikeData  # postponed annotations: gradio needs the class itself
-        chatbot.like(on_like, [answers], [status], api_visibility="private")
+        chatbot.like(on_like, [answers], [status, incident, fixed_row, fixed_note], api_visibility="private")
+        for trigger in (save_note.click, fixed_note.submit):
+            trigger(on_note, [incident, fixed_note], [status, fixed_row, fixed_note], api_visibility="private")
         api_question = gr.Textbox(visible=False)
         api_answer = gr.JSON(visible=False)
         api_button = gr.Button(visible=False)

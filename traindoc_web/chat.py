@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import html
 import ipaddress
+import logging
 import queue
 import secrets
+import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
@@ -27,20 +29,23 @@ from agent.conversation import assistant_turn, user_turn
 from agent.core import Troubleshooter
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
-from agent.intake import Received, intake
+from agent.intake import NoContent, Received, intake
 from common.errors import ConfigError, TraindocError
 from common.language import say
 from common.secrets import mask
 from common.surrogates import escape_surrogates
 from common.textsafe import escape_markdown
+from incidents.record import record_fixed
+from incidents.store import IncidentStore, local_path
 from traindoc_web.history import HistoryStore, owner_of
-from traindoc_web.markup import probes_html, shown
+from traindoc_web.markup import probes_html, shown, timeline_markdown
 from traindoc_web.markup import sources_html as sources_html  # one answer's sources: tests/ import it from here
 from traindoc_web.page import NEW_BROWSER
 from traindoc_web.page import sources_html as sources_panel
 from traindoc_web.upload import read_upload, upload_slot, uploaded_bundle, without_upload_path
 
 DEFAULT_MAX_UPLOAD_MB = 50
+log = logging.getLogger("traindoc.web")
 
 
 @dataclass(frozen=True)
@@ -93,11 +98,22 @@ class WebChat:
     def __init__(self, troubleshooter: Troubleshooter, options: WebOptions) -> None:
         self.troubleshooter = troubleshooter
         self.options = options
-        self.feedback = FeedbackStore(options.feedback_db or troubleshooter.settings.data_dir / "feedback.sqlite3")
+        feedback = options.feedback_db or troubleshooter.settings.data_dir / "feedback.sqlite3"
+        try:
+            self.feedback = FeedbackStore(feedback)
+        except ConfigError as exc:  # a read-only or full data folder: the chat still answers; a 👍 says it is not kept
+            log.warning("traindoc web: warning: %s; thumbs up/down will not be saved", exc.message)
+            self.feedback = FeedbackStore.__new__(FeedbackStore)  # its writes fail, each said in one line
+            self.feedback.path = feedback
+        self.incidents = IncidentStore(local_path(self.feedback.path))  # a 👍 keeps what fixed it (incidents/)
         settings = getattr(troubleshooter, "settings", None)
         days = options.history_days if options.history_days is not None else (settings.web_history_days if settings else 0)
         path = options.history_db or (settings.data_dir / "web-history.sqlite3" if settings else Path("web-history.sqlite3"))
-        self.history = HistoryStore(path, days)
+        try:
+            self.history = HistoryStore(path, days)
+        except ConfigError as exc:
+            log.warning("traindoc web: warning: %s; conversations will not be kept across reloads", exc.message)
+            self.history = HistoryStore(path, 0)
 
     # -- a turn ------------------------------------------------------------------------------------------------
     def respond(self, message: str, chat: list[dict[str, Any]], log_file: str | None, answers: list[Any],
@@ -122,8 +138,12 @@ class WebChat:
             self._save(username, browser, chat, answers, turns)
             yield chat, sources_panel(answers), "", answers, shown(said), turns, None, browser
             return
-        question = intake(Received(text=text, reading=reading, logs=paths, bundle=bundle, history=list(turns),
-                                   probes=self.options.host_probes))
+        try:
+            question = intake(Received(text=text, reading=reading, logs=paths, bundle=bundle, history=list(turns),
+                                       probes=self.options.host_probes))
+        except NoContent as exc:  # "???", an emoji: nothing to answer, and no runbook is guessed for it
+            yield chat, sources_panel(answers), "", answers, shown(exc.message), turns, log_file, browser
+            return
         upload_name = Path(log_file).name if log_file else ""
         chat.append({"role": "user", "content": shown(question.text + (f"\n\n📎 {upload_name}" if upload_name else ""))})
         turn_number = sum(1 for m in chat if m.get("role") == "user")
@@ -175,6 +195,7 @@ class WebChat:
             elif isinstance(event, FinalAnswer):
                 answer = event.answer
                 text_shown = shown(answer.shown)  # the brief answer, as the CLI shows it (agent.brief)
+                pictured = text_shown + timeline_markdown(answer)  # a triaged job's picture below its verdict
                 # The answer right under the question, its verdict in view; the whole answer, the probes and the
                 # notices that made it follow it, folded (they used to push the cause and the first fix below the
                 # chat's fold).
@@ -182,13 +203,13 @@ class WebChat:
                 whole = [{"role": "assistant", "content": shown(answer.answer),
                           "metadata": {"title": f"📄 {say('slack_full_answer', answer.lang)}", "status": "done"}}
                          ] if answer.shown != answer.answer else []
-                chat = [*chat[:turn_start], {"role": "assistant", "content": text_shown}, *whole, *made_it]
+                chat = [*chat[:turn_start], {"role": "assistant", "content": pictured}, *whole, *made_it]
                 answers.append({"index": turn_start, "answer": answer.to_json(),
-                                "shown": text_shown, "texts": {c.chunk_id: c.text for c in answer.citations},
+                                "shown": pictured, "texts": {c.chunk_id: c.text for c in answer.citations},
                                 "turn": turn_number})
                 turns += [asked, assistant_turn(answer, text_shown)]
-                self._save(username, browser, chat, answers, turns)
-                yield chat, sources_panel(answers), "", answers, "", turns, None, browser
+                unsaved = self._save(username, browser, chat, answers, turns)
+                yield chat, sources_panel(answers), "", answers, unsaved, turns, None, browser
                 return
             yield chat, sources_panel(answers), "", answers, "", turns, None, browser
 
@@ -204,10 +225,17 @@ class WebChat:
         return browser
 
     def _save(self, username: str | None, browser: dict[str, str], chat: list[Any], answers: list[Any],
-              turns: list[Any]) -> None:
+              turns: list[Any]) -> str:
+        """Keep the conversation; "" when kept, else the one line saying it was not (a full disk, a read-only data
+        folder): the answer is shown all the same, and the next turn saves the whole conversation again."""
         first = next((t["content"] for t in turns if t.get("role") == "user"), "")
-        self.history.save(owner_of(username, browser["browser"]), browser["conversation"], first,
-                          {"chat": chat, "answers": answers, "turns": turns})
+        try:
+            self.history.save(owner_of(username, browser["browser"]), browser["conversation"], first,
+                              {"chat": chat, "answers": answers, "turns": turns})
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("traindoc web: the conversation was not saved: %s", exc)
+            return say("web.not_saved", "en", why=_why(exc))
+        return ""
 
     def restore(self, browser: dict[str, str] | None, username: str | None = None
                 ) -> tuple[list[Any], str, list[Any], list[Any], dict[str, str], list[tuple[str, str]]]:
@@ -240,13 +268,35 @@ class WebChat:
     def rate(self, answers: list[Any], liked: bool, value: Any) -> str:
         """Store a thumbs up/down for the answer the liked message shows (Gradio groups a turn's steps and
         answer into one message, so the answer is found by its text, not by position)."""
+        return self.rate_and_remember(answers, liked, value)[0]
+
+    def rate_and_remember(self, answers: list[Any], liked: bool, value: Any) -> tuple[str, str]:
+        """(the status line, the incident a thumbs-up kept: "" when none): a 👍 on an answer to an error marks
+        it as what fixed the job, and its note can be added (``save_note``)."""
         shown = value if isinstance(value, list) else [value]
         texts = {str(v.get("value", v) if isinstance(v, dict) else v) for v in shown}
         for entry in reversed(answers or []):
             if entry.get("shown", entry["answer"]["answer"]) in texts:
-                self.feedback.record(_answer_from_json(entry["answer"]), 1 if liked else -1, "web")
-                return "Thanks: feedback saved."
-        return "That message is not an answer."
+                try:
+                    self.feedback.record(_answer_from_json(entry["answer"]), 1 if liked else -1, "web")
+                    incident = record_fixed(self.incidents, entry["answer"], channel="web") if liked else None
+                except (OSError, sqlite3.Error) as exc:  # a full disk: said, and the next 👍/👎 tries again
+                    log.warning("traindoc web: feedback was not saved: %s", exc)
+                    return say("web.feedback_not_saved", "en", why=_why(exc)), ""
+                if incident is None:
+                    return "Thanks: feedback saved.", ""
+                return ("Thanks: feedback saved, and kept as what fixed this failure: when it comes back, the answer "
+                        "will say so. What did you change? (optional, below)"), incident.id
+        return "That message is not an answer.", ""
+
+    def save_note(self, incident_id: str, note: str) -> str:
+        """What the user changed, kept with the incident their 👍 made (masked)."""
+        note = escape_surrogates((note or "").strip())[0]
+        if not incident_id or not note:
+            return "Nothing to save: type what you changed first."
+        if self.incidents.note(incident_id, note) is None:
+            return "That incident is no longer kept."
+        return "Thanks: kept with the incident."
 
     def probe_report(self) -> str:
         """The server host's probes, where its operator turned them on (``host_probes``); else how to show yours."""
@@ -264,8 +314,21 @@ class WebChat:
             return {"error": "empty question"}
         from tools.redact import mask_json
 
-        asked = intake(Received(text=text, probes=self.options.host_probes))
+        try:
+            asked = intake(Received(text=text, probes=self.options.host_probes))
+        except NoContent as exc:
+            return {"error": exc.message}
         return dict(mask_json(self.troubleshooter.ask(asked).to_json()))
+
+
+def _why(exc: BaseException) -> str:
+    """A storage failure in a few words: the disk is full, the folder is read-only, else the error itself."""
+    from corpus.store import no_space
+
+    if no_space(exc):
+        return "the disk is full"
+    text = str(exc).lower()
+    return "the data folder is read-only" if "read-only" in text or "readonly" in text else str(exc)[:120]
 
 
 def _answer_from_json(data: dict[str, Any]) -> Answer:

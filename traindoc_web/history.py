@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError
+from common.private import private_file
 from common.secrets import mask
 
 SCHEMA = """
@@ -64,7 +65,7 @@ class HistoryStore:
         if not self.enabled:
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(path)  # 0600 in a 0700 folder: it holds what users asked
             with closing(self._connect()) as db, db:
                 db.execute(SCHEMA)
                 db.execute(INDEX)

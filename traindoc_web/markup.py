@@ -3,12 +3,14 @@ one answer's sources, the probe table, and a chat message's text as Gradio hands
 
 from __future__ import annotations
 
+import base64
 import html
 from typing import Any
 
 from agent.answer import Answer
+from common.language import say
 from common.secrets import mask
-from common.textsafe import inert_markdown
+from common.textsafe import escape_markdown, inert_markdown
 from traindoc_web.page import citation_items, html_text
 
 
@@ -16,6 +18,19 @@ def shown(markdown: str) -> str:
     """What the chat shows of a text: secrets masked (the page may be shared), and nothing active that a log
     line, a bundle or a model could smuggle in (no link, image or HTML outside code)."""
     return inert_markdown(mask(markdown))
+
+
+def timeline_markdown(answer: Answer) -> str:
+    """The job's timeline picture (jobs.picture) below an answer that triaged a job's logs, as an image of our own
+    SVG: shown by the browser as an image (no script in it runs, nothing it names is fetched), its log text already
+    masked and escaped where it was drawn; "" for any other answer."""
+    from jobs.picture import svg_of
+
+    svg = svg_of(answer.diagnosis, answer.lang)
+    if svg is None:
+        return ""
+    encoded = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f"\n\n![{escape_markdown(say('picture.legend.timeline', answer.lang))}](data:image/svg+xml;base64,{encoded})"
 
 
 def sources_html(answer: Answer | None) -> str:

@@ -43,6 +43,8 @@ CSS = """
                             font-weight: 600; margin-bottom: 6px; }
 #traindoc-cite-pop button { font-size: 1.2em; background: none; border: 0; cursor: pointer; color: inherit; }
 #chat .message { scroll-margin-top: 36px; }
+#chat img[src^="data:image/svg+xml"] { width: 100% !important; max-width: 680px !important; height: auto !important;
+                                       max-height: none !important; }
 .traindoc-probes { display: block; overflow-x: auto; max-width: 100%; }
 .traindoc-probes td, .traindoc-probes th { padding: 2px 8px; text-align: left; vertical-align: top;
                                            overflow-wrap: anywhere; }
@@ -50,6 +52,7 @@ CSS = """
   #question-row { flex-direction: column !important; flex-wrap: nowrap !important; }
   #question-row > * { width: 100% !important; min-width: 100% !important; flex: none !important; }
   #chat { height: 58vh !important; }
+  #chat .bot-row:has(img[src^="data:image/svg+xml"]) { max-width: 100% !important; }  /* the job's timeline, widest */
 }
 """
 

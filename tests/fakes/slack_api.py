@@ -3,7 +3,8 @@
 slack_sdk's WebClient POSTs every method to ``BASE_URL + method`` (``/api/chat.postMessage``), form-encoded
 (``params``) or JSON (``json``: the methods that carry blocks), with ``Authorization: Bearer <token>``.
 This server answers the methods the bot uses (auth.test, reactions.add, reactions.remove, chat.postMessage,
-chat.postEphemeral, conversations.replies, files.info), serves attachments at ``/files/<name>`` (the
+chat.postEphemeral, conversations.replies, files.info, and a file upload's files.getUploadURLExternal, the POST of its
+bytes to ``/upload/<id>`` and files.completeUploadExternal), serves attachments at ``/files/<name>`` (the
 ``url_private_download`` of a file) and takes slash-command ``response_url`` posts at ``/respond/<id>``.
 It can fail a method with a Slack error, as Slack does: HTTP 200 with ``{"ok": false, "error": ...}``.
 A thread is what a test scripted (``thread()``) plus what the bot posted in it, as Slack keeps it: the bot's
@@ -52,6 +53,7 @@ class FakeSlack:
     def __init__(self) -> None:
         self._calls: list[Call] = []
         self._failures: dict[str, dict[str, Any]] = {}
+        self._limits: dict[str, list[int]] = {}  # method -> [calls still answered 429, their Retry-After in s]
         self._files: dict[str, bytes] = {}
         self._replies: dict[str, list[dict[str, Any]]] = {}
         self._posted: dict[str, list[dict[str, Any]]] = {}
@@ -85,6 +87,21 @@ class FakeSlack:
         """Answer ``method`` with ``{"ok": false, "error": error, **extra}`` (e.g. needed="chat:write")."""
         with self._lock:
             self._failures[method] = {"ok": False, "error": error, **extra}
+
+    def rate_limit(self, method: str, times: int, retry_after: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` as Slack does when rate-limited: HTTP 429 with
+        ``Retry-After: retry_after`` and ``{"ok": false, "error": "ratelimited"}``."""
+        with self._lock:
+            self._limits[method] = [times, retry_after]
+
+    def _limited(self, method: str) -> int | None:
+        """The Retry-After of this call when it is to be refused with 429, else None."""
+        with self._lock:
+            left = self._limits.get(method)
+            if not left or left[0] <= 0:
+                return None
+            left[0] -= 1
+            return left[1]
 
     def heal(self, method: str | None = None) -> None:
         with self._lock:
@@ -167,6 +184,13 @@ class FakeSlack:
             if str(params.get("include_all_metadata", "")).lower() not in ("1", "true"):
                 replies = [{k: v for k, v in m.items() if k != "metadata"} for m in replies]
             return {"ok": True, "messages": sorted(replies, key=lambda m: float(m.get("ts") or 0)), "has_more": False}
+        if method == "files.getUploadURLExternal":  # an upload: the URL to send the bytes to, then completed
+            file_id = f"FUP{next(self._ts):06d}"
+            return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            listed = params.get("files")
+            uploads = json.loads(listed) if isinstance(listed, str) else listed or []
+            return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")} for f in uploads]}
         if method == "files.info":
             name = str(params.get("file", ""))
             if name not in files:
@@ -184,9 +208,11 @@ class FakeSlack:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-            def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            def _reply(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                for name, value in (extra or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -208,6 +234,10 @@ class FakeSlack:
                 if split.path.startswith("/api/"):
                     method = split.path[len("/api/"):]
                     fake._record(Call(method, params, headers, raw))
+                    if (wait := fake._limited(method)) is not None:
+                        self._reply(429, json.dumps({"ok": False, "error": "ratelimited"}).encode(),
+                                    "application/json; charset=utf-8", {"Retry-After": str(wait)})
+                        return
                     answer = json.dumps(fake._answer(method, params)).encode()
                     self._reply(200, answer, "application/json; charset=utf-8")
                 elif split.path.startswith("/files/"):
@@ -219,6 +249,9 @@ class FakeSlack:
                         self._reply(404, b"not found", "text/plain")
                     else:
                         self._reply(200, data, "application/octet-stream")
+                elif split.path.startswith("/upload/"):  # the bytes of a file upload (files.getUploadURLExternal)
+                    fake._record(Call(f"upload:{split.path[len('/upload/'):]}", params, headers, raw))
+                    self._reply(200, b"OK", "text/plain")
                 elif split.path.startswith("/respond/"):
                     fake._record(Call(f"respond:{split.path[len('/respond/'):]}", params, headers, raw))
                     self._reply(200, b"ok", "text/plain")

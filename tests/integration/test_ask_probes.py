@@ -186,8 +186,8 @@ def test_unmasked_bundle_secret_is_never_printed(tmp_path):
     [
         ("{not json", "not JSON"),
         ('{"results": []}', "not a traindoc bundle"),
-        ('{"traindoc_bundle": 2, "results": []}', "not a traindoc bundle"),
-        ('{"traindoc_bundle": 1, "results": [{"probe": "x"}]}', "results[0].status: missing"),
+        ('{"traindoc_bundle": 0, "results": []}', "not a traindoc bundle"),
+        ('{"traindoc_bundle": 1, "results": [{"probe": "env_vars"}]}', "results[0].status: missing"),
         ('{"traindoc_bundle": 1, "results": [{"probe": "env_vars", "status": "weird", "summary": ""}]}',
          "results[0].status: must be one of"),
         ("[1, 2]", "not a traindoc bundle"),

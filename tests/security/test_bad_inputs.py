@@ -103,7 +103,7 @@ HOSTILE_BUNDLES = {
     "nested past the schema": (_bundle('{"x": ' + "[" * 400 + "]" * 400 + "}"), "nested deeper than"),
     "wrong type": (_bundle(timeout='"10"'), "timeout_s: must be a number, not str"),
     "results not a list": ('{"traindoc_bundle": 1, "results": "all fine"}', "results: must be a list"),
-    "version a bool": ('{"traindoc_bundle": true, "results": []}', "traindoc_bundle: must be a whole number"),
+    "version a bool": ('{"traindoc_bundle": true, "results": []}', 'not a traindoc bundle (expected "traindoc_bundle": 1)'),
     "lone surrogate": (_bundle('{"variables": {"NCCL_DEBUG": "\\ud800"}}'),
                        "results[0].evidence.variables.NCCL_DEBUG: not text"),
 }

@@ -103,7 +103,6 @@ def _broken(path: list[Any], value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("path", "value", "named"), [
     (["results"], {"env_vars": 1}, "results: must be a list"),
     (["results", 0, "status"], "pwned", "results[0].status: must be one of"),
-    (["results", 0, "probe"], "rm_rf", "results[0].probe: must be one of"),
     (["results", 0, "findings", 0, "severity"], "urgent", "results[0].findings[0].severity"),
     (["results", 0, "evidence", "interfaces", 0], "eth0;curl x|sh", "results[0].evidence.interfaces[0]: not an interface name"),
     (["results", 2, "evidence", "torch_pins", 0, "requires"], "torch'; rm -rf ~; echo '", "results[2].evidence.torch_pins[0].requires"),
@@ -115,6 +114,15 @@ def test_a_bundle_that_breaks_its_schema_is_refused_naming_the_field(path: list[
     with pytest.raises(BundleError) as caught:
         parse_bundle(json.dumps(_broken(path, value)).encode(), "node3.json")
     assert f"node3.json: {named}" in str(caught.value)
+
+
+def test_a_probe_this_version_does_not_have_is_left_out_with_a_note(caplog: pytest.LogCaptureFixture) -> None:
+    data = _broken(["results", 0, "probe"], "rm_rf")
+    with caplog.at_level("WARNING"):
+        kept = parse_bundle(json.dumps(data).encode(), "node3.json")
+    assert "rm_rf" not in json.dumps(kept["results"])
+    assert len(kept["results"]) == len(data["results"]) - 1  # the others are still read
+    assert any("left out 1 result" in r.getMessage() and "rm_rf" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("data", [b"", b"\xff\xfe", b"[" * 100_000, b'{"traindoc_bundle": 2}', b"null", b"{}"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import threading
 from pathlib import Path
 
@@ -24,8 +23,11 @@ def _ok(result):  # type: ignore[no-untyped-def]
 
 
 def _sources(data_dir: Path) -> set[str]:
-    with (data_dir / "chunks.pkl").open("rb") as handle:
-        snapshot = pickle.load(handle)
+    from common.settings import Settings
+    from corpus.snapshot import read_snapshot
+
+    snapshot = read_snapshot(Settings.from_env({"TRAINDOC_DATA_DIR": str(data_dir)}))
+    assert snapshot is not None
     return {c.source for c in snapshot.chunks}
 
 

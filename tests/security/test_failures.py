@@ -389,7 +389,7 @@ def test_ask_on_a_store_that_would_kill_it_is_one_line_naming_the_fix(big_store:
     """With its snapshot gone, `ask` must open the store; a wild HNSW header would kill it (SIGSEGV). The store is
     tried in a child first: one line, the command that heals it."""
     env = _damaged_copy(big_store, tmp_path, "header.bin", "wild")
-    for snapshot in (tmp_path / "data").glob("*.pkl"):
+    for snapshot in [*(tmp_path / "data").glob("*.pkl"), *(tmp_path / "data").glob("*.snap")]:
         snapshot.unlink()
     line = one_line(run(str(BIN / "ask"), "--no-probes", "rank 7 timeout", env=env), 1)
     assert "is damaged" in line and "run `traindoc index`" in line

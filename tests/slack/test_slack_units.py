@@ -215,7 +215,8 @@ def test_manifest_parses_and_grants_what_the_bot_uses() -> None:
 def test_every_api_method_the_bot_calls_has_its_scope() -> None:
     """The Web API methods named in traindoc_slack/bot.py, mapped to the scope each needs (api.slack.com/methods)."""
     scope_of = {"chat.postMessage": "chat:write", "chat.postEphemeral": "chat:write", "reactions.add": "reactions:write",
-                "reactions.remove": "reactions:write", "conversations.replies": "channels:history", "auth.test": None}
+                "reactions.remove": "reactions:write", "conversations.replies": "channels:history", "auth.test": None,
+                "files.upload": "files:write"}  # files_upload_v2: files.getUploadURLExternal, files.completeUploadExternal
     source = Path(ROOT / "traindoc_slack" / "bot.py").read_text(encoding="utf-8")
     called = set(re.findall(r"\"((?:chat|reactions|conversations|auth|files)\.[A-Za-z]+)\"", source))
     assert called <= set(scope_of), f"a new Web API method needs its scope checked: {called - set(scope_of)}"

@@ -47,8 +47,8 @@ def test_bundle_round_trip_masks_secrets(tmp_path):
     assert loaded[2].findings[0].code == "NCCL_DEBUG_UNSET"
 
 
-@pytest.mark.parametrize("content", ["not json", "[]", '{"traindoc_bundle": 2, "results": []}',
-                                     '{"traindoc_bundle": 1, "results": [{"probe": "x"}]}'])
+@pytest.mark.parametrize("content", ["not json", "[]", '{"traindoc_bundle": 0, "results": []}',
+                                     '{"traindoc_bundle": 1, "results": [{"probe": "env_vars"}]}'])
 def test_load_bundle_rejects_bad_files(tmp_path, content):
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -65,3 +65,15 @@ def test_compare_bundles():
     assert {"NODES_DIFFER_TORCH", "NODES_DIFFER_NCCL", "NODES_DIFFER_GPU_MODELS", "NODE_IFNAME_MISSING"} <= codes
     ifname = next(f for f in diff if f.code == "NODE_IFNAME_MISSING")
     assert "b" in ifname.summary and "ens5" in ifname.evidence
+
+
+@pytest.mark.parametrize(("content", "note"), [
+    ('{"traindoc_bundle": 2, "results": []}', "made by a newer traindoc"),
+    ('{"traindoc_bundle": 1, "results": [{"probe": "x"}]}', "left out 1 result this traindoc cannot read: x"),
+])
+def test_a_newer_bundle_or_an_unknown_probe_is_read_with_a_note(tmp_path, caplog, content, note):
+    path = tmp_path / "new.json"
+    path.write_text(content)
+    with caplog.at_level("WARNING"):
+        assert report.load_bundle(path) == []
+    assert any(note in r.getMessage() and "new.json" in r.getMessage() for r in caplog.records)
