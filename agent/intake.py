@@ -32,8 +32,8 @@ from common.errors import TraindocError, UsageError
 from common.language import Lang, language_of, say
 
 if TYPE_CHECKING:
-    from agent.core import Question
     from agent.logs import LogReading
+    from agent.question import Question
     from jobs.diagnosis import JobDiagnosis
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class Received:
 
 def intake(received: Received) -> Question:
     """The one ``Question`` for what a front end received (see the module's docstring for what is decided)."""
-    from agent.core import Question
+    from agent.question import Question
 
     reading = received.reading
     if reading is None and (received.logs or received.stdin is not None):
