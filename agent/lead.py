@@ -22,6 +22,7 @@ from jobs.diagnosis import JobDiagnosis
 from jobs.render import worsening
 from runbooks.catalog import Item, Runbook
 from runbooks.choose import for_hang, in_language, kind_of_source, related_kinds
+from runbooks.registry import neighbours_of
 from runbooks.render import citation_chunk_id, citation_section, job_facts, runbook_markdown
 
 
@@ -42,14 +43,15 @@ def leading(evidence: LeadEvidence) -> tuple[Runbook, Lead] | None:
 
 def about_the_same_failure(book: Runbook, citations: Sequence[Citation], quoting: Collection[str]) -> list[Citation]:
     """The sections that may follow the runbook: those not recorded as being about another kind of failure than
-    the runbook's (or a kind related to it, runbooks.choose.related_kinds) or about none, unless the section quotes
+    the runbook's (or a kind related to it, runbooks.choose.related_kinds, or one of its neighbours in the registry:
+    a multi-node section after a collective timeout) or about none, unless the section quotes
     the question's own error message (``quoting``: chunk ids). A section about a port clash is no answer to an fp16
     overflow, nor is a FlashAttention install note an answer to a CUDA library that fails to load. Those recorded
     about a related kind only (quoting nothing asked) come after the rest, and those that only diagnose (role
     "diagnosis") after those that fix, each part in retrieval's order: a vLLM KV-cache error is answered by the vLLM
     OOM section before the generic OOM one (on the 43 fresh reports two moved, both to the right section; on dev +
     dev2 none), a port clash by "port in use" before "leftover processes" (one dev report moved, to the right one)."""
-    kinds = related_kinds(book.kind)
+    kinds = related_kinds(book.kind) | neighbours_of(book.kind)  # a neighbour's section is what to read next
     kept = [c for c in citations if c.chunk_id in quoting or not about_other_kinds(c.source, c.section, kinds)]
     return sorted(kept, key=lambda c: (False, False) if c.chunk_id in quoting else
                   (_about_a_relative_only(book.kind, c), _only_diagnoses(c)))

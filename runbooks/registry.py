@@ -105,6 +105,12 @@ def yielded(name: str, text: str) -> tuple[str, str] | None:
     return None
 
 
+def neighbours_of(name: str) -> frozenset[str]:
+    """The kinds a report of kind ``name`` is most often confused with (data/kinds.json neighbours)."""
+    own = kind(name)
+    return frozenset(own.neighbours) if own is not None else frozenset()
+
+
 def neighbour_named(name: str, new_words: str, earlier: str) -> tuple[str, str] | None:
     """(the neighbour of kind ``name``, its words) that a follow-up's ``new_words`` name and the ``earlier`` turns did
     not: "and on 8 nodes?" after a collective timeout is the network between nodes. None unless exactly one does."""

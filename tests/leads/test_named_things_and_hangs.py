@@ -100,3 +100,19 @@ def test_a_pasted_report_s_broad_category_leaves_the_lead_to_the_message_it_quot
     errors = [line for line in text.splitlines() if "Error" in line or "error" in line]
     lead = decide(LeadEvidence(text, job, errors, "en", pasted=job is not None))
     assert lead is not None and lead.kind == "duplicate_gpu"
+
+
+def test_a_section_about_a_neighbour_of_the_leading_kind_may_follow_it() -> None:
+    from agent.answer import Citation
+    from agent.lead import about_the_same_failure
+    from runbooks.catalog import runbooks
+    from runbooks.registry import neighbours_of
+
+    book = runbooks()[("collective_timeout", "en")]
+    assert "nccl_network" in neighbours_of("collective_timeout")
+    seed = "corpus/004_f7d4acab9feaf887.txt"
+    multi_node = Citation(n=1, source=seed, section="故障排除指南 > 分布式训练问题 > 问题：多节点训练失败", chunk_id="a",
+                          score=0.5, text="")
+    oom = Citation(n=2, source=seed, section="故障排除指南 > 显存问题 > 问题：显存溢出 (Out of Memory, OOM) 错误", chunk_id="b",
+                   score=0.5, text="")
+    assert [c.chunk_id for c in about_the_same_failure(book, [multi_node, oom], set())] == ["a"]
