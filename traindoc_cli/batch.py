@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from common.errors import ConfigError, IndexStoreError, UsageError
+from common.errors import ConfigError, IndexStoreError, TraindocError, UsageError
 from common.surrogates import escape_surrogates, notice
 from common.textsafe import printable
 
@@ -77,7 +77,7 @@ def _text(value: Any) -> tuple[str, int]:
 
 
 def run_batch(args: argparse.Namespace, troubleshooter_for: Callable[[argparse.Namespace], Any]) -> int:
-    from agent.core import Question
+    from agent.intake import Received, intake
     from traindoc_cli.quiet import one_line
 
     path: Path = args.batch
@@ -107,10 +107,13 @@ def run_batch(args: argparse.Namespace, troubleshooter_for: Callable[[argparse.N
             case_id, id_escaped = _text(case["id"])
             if escaped or id_escaped:
                 print(f"ask: {path}:{number}: note: {notice(escaped + id_escaped, 'the line')}", file=sys.stderr)
-            try:
-                answer = troubleshooter.ask(Question(text=query, id=case_id, probes=not args.no_probes))
+            try:  # through the one intake, as every front end: an empty question is this line's error
+                answer = troubleshooter.ask(intake(Received(text=query, id=case_id, probes=not args.no_probes)))
             except (IndexStoreError, ConfigError):
                 raise  # every line would fail the same way: one line for the run, not one per case
+            except TraindocError as exc:  # this line's input: its one line, no exception class
+                failed(number, "skipped", exc.message, case_id)
+                continue
             except Exception as exc:  # this line's failure; the others are still answered
                 if args.debug:
                     log.exception("line %d failed", number)

@@ -432,8 +432,13 @@ def _web(args: argparse.Namespace) -> int:
                          max_upload_mb=limit, feedback_db=settings.feedback_path, host_probes=settings.web_probes)
     troubleshooter = build_troubleshooter(settings, index_in_background=True)  # a changed corpus: on a thread
     troubleshooter.retriever()  # load the index before the first visitor
+    try:
+        app = serve(troubleshooter, options, block=False)  # said only once it listens: a port in use says that instead
+    except OSError as exc:
+        raise TraindocError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}",
+                         hint="pick another --port, or stop what listens there") from exc
     print(f"traindoc web: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    serve(troubleshooter, options)
+    app.block_thread()
     return 0
 
 

@@ -43,6 +43,18 @@ def test_batch_answers_every_line_in_order_and_reports_bad_lines(cli, tmp_path):
     assert len(skipped) == 2 and ":2:" in skipped[0] and ":4:" in skipped[1]
 
 
+def test_a_batch_line_with_no_question_in_it_is_its_own_error_and_the_rest_answered(cli, tmp_path):
+    batch = tmp_path / "cases.jsonl"
+    batch.write_text("\n".join(json.dumps({"id": i, "query": q}, ensure_ascii=False) for i, q in
+                               [("dots", "???"), ("oom", "CUDA out of memory with ZeRO-3"), ("emoji", "🤔")]) + "\n",
+                     encoding="utf-8")
+    result = cli("ask", "--batch", str(batch), "--json", "--no-probes")
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["id"] for r in rows] == ["dots", "oom", "emoji"] and result.returncode == 1
+    assert rows[0]["error"] == rows[2]["error"] == "ask a question or paste the error"  # never a confident runbook
+    assert rows[1]["citations"] and rows[1]["no_match"] is False
+
+
 def test_batch_refuses_a_question_alongside(cli, tmp_path):
     batch = tmp_path / "cases.jsonl"
     batch.write_text(json.dumps({"id": "a", "query": "nccl hang"}) + "\n", encoding="utf-8")

@@ -3,6 +3,9 @@ an error object, /probes an HTML table naming every probe."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -42,3 +45,18 @@ def test_probes_of_the_servers_own_host_are_off_unless_its_operator_turns_them_o
     report = client.predict(api_name="/probes")
     assert not report.startswith("<table"), "the server's host (other users' jobs) is not read by default"
     assert "TRAINDOC_WEB_PROBES=host" in report and "traindoc probe --json" in report
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_one_line_and_serving_on_is_never_said(use_shared_index: Path, cli: Any) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli("traindoc", "web", "--port", str(port), timeout=240)
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"cannot serve on 127.0.0.1:{port}" in lines[0] and "Traceback" not in result.stderr
+    assert "serving on" not in result.stderr
