@@ -33,6 +33,7 @@ class Kind:
     # Details a follow-up to a neighbour adds that make this kind the one that differs ("and in Kubernetes?" after an
     # NCCL hang: a pod's /dev/shm). Read only for follow-ups: a first question naming a platform names no failure.
     detail_patterns: tuple[str, ...] = ()
+    confirm_with: str = ""  # the command that shows this failure now and its absence after the fix (traindoc check)
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -72,7 +73,7 @@ def kinds() -> dict[str, Kind]:
         table[name] = Kind(name, book.title, book.triage, book.messages, frozenset(row.get("generic", ())),
                            tuple(row.get("signals", ())),
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
-                           tuple(row.get("follow_up_details", ())))
+                           tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")))
     return table
 
 
