@@ -210,6 +210,11 @@ def analyse_stacks(stacks: Sequence[RankStack], *, world_size: int | None = None
                              wording={"zh": said.wording(summary_zh, why[1], [zh for _, zh in next_evidence],
                                                          [zh for _, zh in symptoms],
                                                          said.place(where, "zh") if where else None)})
+    from jobs.picture.hang import hang_picture  # the snapshot drawn as a job's lanes: `traindoc hang --timeline`, the web
+
+    diagnosis.picture = hang_picture(groups, odd, world_size, where.text() if where else None,
+                                     {i: said.label(g.place, "en") for i, g in enumerate(groups)},
+                                     {rank: stack.host for rank, stack in by_rank.items()})
     return HangSnapshot(diagnosis, groups, source, job)
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from common.errors import InputError, UsageError
@@ -25,6 +26,8 @@ def run_hang_command(args: argparse.Namespace) -> int:
     if args.pid is not None and args.debug_server:
         raise UsageError("--pid reads this machine's processes and --debug-server a remote job: give one")
     snapshot = _snapshot(args, timeout)
+    if getattr(args, "timeline", None) is not None:
+        _write_picture(args.timeline, snapshot, lang_of(args.lang))
     if args.json:
         from common.textsafe import printable_json
 
@@ -32,6 +35,18 @@ def run_hang_command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(snapshot, lang_of(args.lang)))
     return 0
+
+
+def _write_picture(path: Path, snapshot: Any, lang: Lang) -> None:
+    from jobs.picture import svg_of
+
+    svg = svg_of(snapshot.diagnosis, lang)
+    if svg is None:
+        raise InputError("--timeline: the snapshot read no rank's stack to draw")
+    try:
+        path.write_text(svg, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the timeline to {path}: {exc.strerror or exc}") from exc
 
 
 def _snapshot(args: argparse.Namespace, timeout: float) -> Any:

@@ -158,6 +158,9 @@ def _traindoc_parser() -> argparse.ArgumentParser:
     hang.add_argument("--fr-dir", type=Path, metavar="DIR", help="Flight Recorder dumps (TORCH_FR_DUMP_TEMP_FILE) to analyse")
     hang.add_argument("--timeout", type=_seconds("--timeout"), default=10.0, metavar="S",
                       help="time limit for each rank's stack (default 10)")
+    hang.add_argument("--timeline", metavar="OUT.svg", type=Path,
+                      help="also write the snapshot as a picture: a lane per rank by node, where each waits, the odd "
+                      "ones out marked, the ranks no stack was read from")
     hang.add_argument("--lang", choices=("en", "zh"), default=None,
                       help="the text's language (default: the locale, LC_ALL / LC_MESSAGES / LANG: zh_* gives zh)")
     from traindoc_cli.check import add_arguments as add_check

@@ -95,6 +95,19 @@ def test_cli_json_with_the_launcher_pid(straggler: HungJob, cli) -> None:
     assert straggler.alive()
 
 
+def test_cli_timeline_writes_the_snapshot_as_a_picture(straggler: HungJob, cli, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "hang.svg"
+    result = cli("traindoc", "hang", "--pid", str(straggler.pid), "--timeline", str(out))
+    assert result.returncode == 0, result.stderr
+    root = ET.fromstring(out.read_text(encoding="utf-8"))
+    lanes = {g.get("data-rank"): set(g.get("class", "").split()) for g in root.iter("{http://www.w3.org/2000/svg}g")
+             if "lane" in g.get("class", "").split() and g.get("data-rank")}
+    assert sorted(lanes) == ["0", "1", "2"] and "first-failure" in lanes["1"]  # the straggler in load_shard
+    assert straggler.alive()
+
+
 def test_cli_text_leads_with_the_summary_then_one_block_per_group(straggler: HungJob, cli) -> None:
     result = cli("traindoc", "hang", "--pid", str(straggler.worker_pids()[0]))
     assert result.returncode == 0, result.stderr
