@@ -35,12 +35,24 @@ CREATE TABLE IF NOT EXISTS conversation (
 INDEX = "CREATE INDEX IF NOT EXISTS conversation_owner ON conversation (owner, updated)"
 TITLE_CHARS = 60
 DAY_S = 86400.0
+KEPT_CHARS = 32_768  # of one text in a saved conversation: a pasted log's head and tail, not the whole log again
+TAIL_CHARS = 4_096  # of those, from its end (where a log's failure usually is)
+
+
+def kept(text: str) -> str:
+    """A text as the history keeps it: whole up to ``KEPT_CHARS``, else its head and its tail around one line saying
+    how much was left out (a 5 MB paste was stored whole, in the message, the answer and the turn, every turn)."""
+    if len(text) <= KEPT_CHARS:
+        return text
+    left_out = len(text) - KEPT_CHARS
+    return (f"{text[:KEPT_CHARS - TAIL_CHARS]}\n… [{left_out:,} characters of this paste are not kept in the history]\n"
+            f"{text[-TAIL_CHARS:]}")
 
 
 def masked(value: Any) -> Any:
-    """Every string in a JSON-like value with its secrets masked."""
+    """Every string in a JSON-like value with its secrets masked (and cut to what the history keeps)."""
     if isinstance(value, str):
-        return mask(value)
+        return mask(kept(value))
     if isinstance(value, list | tuple):
         return [masked(v) for v in value]
     if isinstance(value, dict):
