@@ -29,7 +29,7 @@ from agent.conversation import assistant_turn, user_turn
 from agent.core import Troubleshooter
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
-from agent.intake import NoContent, Received, intake
+from agent.intake import CJK, NoContent, Received, intake
 from common.errors import ConfigError, TraindocError
 from common.language import say
 from common.secrets import mask
@@ -60,6 +60,9 @@ class WebOptions:
     # The server's own host (its GPUs, its processes: other users' jobs) is read only when its operator says so
     # (TRAINDOC_WEB_PROBES=host); a user shows their machine with a probe bundle.
     host_probes: bool = False
+    # A message box holds a question and a pasted error, not a log: past this the paste is refused with a line saying
+    # to upload it (a 5 MB paste cost seconds of the shared server's own work before any answer, on every yield).
+    max_message_chars: int = 200_000
 
 
 def parse_auth(value: str | None) -> tuple[str, str] | None:
@@ -126,6 +129,11 @@ class WebChat:
         text = escape_surrogates((message or "").strip())[0]  # a lone surrogate would break the stream and the stores
         if not text and not log_file:
             yield chat, sources_panel(answers), "", answers, "Type a question or upload a log.", turns, log_file, browser
+            return
+        if len(text) > self.options.max_message_chars:  # before any work on it: bounded per request
+            said = say("web.paste_too_long", "zh" if CJK.search(text[:2000]) else "en", size=f"{len(text):,}",
+                       limit=f"{self.options.max_message_chars:,}", mb=f"{self.options.max_upload_mb:g}")
+            yield chat, sources_panel(answers), message, answers, said, turns, log_file, browser
             return
         bundle = uploaded_bundle(log_file)
         try:

@@ -67,3 +67,17 @@ def test_a_log_without_a_question_asks_about_its_root_cause(troubleshooter: Any,
     shown = next(m["content"] for m in messages if m["role"] == "assistant" and not m.get("metadata"))
     assert "Checks that confirm it" not in shown  # the brief answer first, the whole one folded below it
     assert any((m.get("metadata") or {}).get("title", "").endswith("Full answer") for m in messages)
+
+
+def test_a_paste_past_the_message_limit_is_refused_at_once_saying_to_upload_it(troubleshooter: Any, tmp_path: Path) -> None:
+    """Issue 40 point 4: bounded work per request: a 5 MB paste costs the shared server nothing but one line."""
+    chat = WebChat(troubleshooter, WebOptions(feedback_db=tmp_path / "fb.sqlite3", history_days=0))
+    paste = "step 1 loss 2.3\n" * 350_000 + "RuntimeError: CUDA out of memory"
+    outputs = list(chat.respond(paste, [], None, [], [], None))
+    assert len(outputs) == 1  # answered with nothing asked
+    messages, _, kept, answers, said, turns, _, _ = outputs[0]
+    assert messages == [] and answers == [] and turns == []
+    assert kept == paste  # the box keeps what was pasted: nothing is lost
+    assert "Upload the log as a file instead" in said and f"{len(paste):,}" in said
+    small = _turn(chat, "RuntimeError: CUDA out of memory while training", None)
+    assert small[1][-1]["answer"]["citations"]  # a message under the limit is answered as before
