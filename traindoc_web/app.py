@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core import Troubleshooter
+from common.private import private_file
 from traindoc_web.chat import WebChat, WebOptions, is_loopback
 from traindoc_web.history import owner_of
 from traindoc_web.page import CSS, EXAMPLE_LOG, NEW_BROWSER, SCRIPT, SCROLL_TO_ANSWER, examples, server_host
@@ -32,9 +33,7 @@ def browser_secret(path: Path) -> str:
 def _new_secret(path: Path) -> str:
     value = secrets.token_hex(32)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(value, encoding="utf-8")
-        path.chmod(0o600)
+        private_file(path).write_text(value, encoding="utf-8")  # 0600 from its creation: never readable by others
     except OSError:  # a read-only data folder: the ids last until the server restarts
         pass
     return value

@@ -59,3 +59,19 @@ def test_a_folder_the_user_named_for_a_file_keeps_its_mode(tmp_path: Path, monke
     monkeypatch.setenv("TRAINDOC_DATA_DIR", str(tmp_path / "data"))
     store = FeedbackStore(shared / "feedback.sqlite3")
     assert mode_of(store.path) == 0o600 and mode_of(shared) == 0o755
+
+
+def test_the_web_page_key_is_private_from_its_creation(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from traindoc_web.app import browser_secret
+
+    old = os.umask(0o022)  # a usual umask: a plain write would make it 0644 until a chmod
+    try:
+        key = browser_secret(tmp_path / "data" / "web-history.key")
+    finally:
+        os.umask(old)
+    path = tmp_path / "data" / "web-history.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text(encoding="utf-8") == key
+    assert browser_secret(path) == key  # made once, read back after
