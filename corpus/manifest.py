@@ -30,6 +30,13 @@ def display_source(path: Path) -> str:
         return str(resolved)
 
 
+def shared_source(source: str) -> str:
+    """A document's name where others read it (the web chat, its API, Slack): a path in the checkout as it is, a
+    team document by its folder and file name, never the server's absolute path."""
+    path = Path(source)
+    return f"{path.parent.name}/{path.name}" if path.is_absolute() else source
+
+
 def manifest_path(settings: Settings) -> Path:
     return settings.data_dir / "manifest.json"
 

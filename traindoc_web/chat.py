@@ -38,7 +38,7 @@ from common.textsafe import escape_markdown
 from incidents.record import record_fixed
 from incidents.store import IncidentStore, local_path
 from traindoc_web.history import HistoryStore, owner_of
-from traindoc_web.markup import probes_html, shown, timeline_markdown
+from traindoc_web.markup import probes_html, shared_json, shown, timeline_markdown
 from traindoc_web.markup import sources_html as sources_html  # one answer's sources: tests/ import it from here
 from traindoc_web.page import NEW_BROWSER
 from traindoc_web.page import sources_html as sources_panel
@@ -212,7 +212,7 @@ class WebChat:
                           "metadata": {"title": f"📄 {say('slack_full_answer', answer.lang)}", "status": "done"}}
                          ] if answer.shown != answer.answer else []
                 chat = [*chat[:turn_start], {"role": "assistant", "content": pictured}, *whole, *made_it]
-                answers.append({"index": turn_start, "answer": answer.to_json(),
+                answers.append({"index": turn_start, "answer": shared_json(answer),
                                 "shown": pictured, "texts": {c.chunk_id: c.text for c in answer.citations},
                                 "turn": turn_number})
                 turns += [asked, assistant_turn(answer, text_shown)]
@@ -326,7 +326,7 @@ class WebChat:
             asked = intake(Received(text=text, probes=self.options.host_probes))
         except NoContent as exc:
             return {"error": exc.message}
-        return dict(mask_json(self.troubleshooter.ask(asked).to_json()))
+        return dict(mask_json(shared_json(self.troubleshooter.ask(asked))))
 
 
 def _why(exc: BaseException) -> str:

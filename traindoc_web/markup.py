@@ -33,11 +33,21 @@ def timeline_markdown(answer: Answer) -> str:
     return f"\n\n![{escape_markdown(say('picture.legend.timeline', answer.lang))}](data:image/svg+xml;base64,{encoded})"
 
 
+def shared_json(answer: Answer) -> dict[str, Any]:
+    """``answer.to_json()`` as the web shows and serves it: sources named as others may read them
+    (corpus.manifest.shared_source), not by the server's paths."""
+    from corpus.manifest import shared_source
+
+    data = answer.to_json()
+    data["citations"] = [{**c, "source": shared_source(str(c.get("source", "")))} for c in data["citations"]]
+    return data
+
+
 def sources_html(answer: Answer | None) -> str:
     """One answer's sources, each expanding to its section rendered (the panel shows every answer's: traindoc_web/page)."""
     if answer is None:
         return ""
-    entry = {**answer.to_json(), "texts": {c.chunk_id: c.text for c in answer.citations}}
+    entry = {**shared_json(answer), "texts": {c.chunk_id: c.text for c in answer.citations}}
     return "<div class='traindoc-sources'><strong>Sources</strong>" + citation_items(entry) + "</div>"
 
 

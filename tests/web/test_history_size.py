@@ -1,4 +1,4 @@
-"""Issue 40 point 4: the history keeps what a conversation needs, not whole pasted logs: a 5 MB paste saved with
+"""Issue 40 points 2 and 4: the history keeps what a conversation needs, not whole pasted logs: a 5 MB paste saved with
 its turn is kept as its head and its tail (the failure at its end), and saving turn after turn does not grow the
 file by the paste each time."""
 
@@ -29,3 +29,19 @@ def test_a_big_paste_is_kept_as_its_head_and_tail_and_the_file_stays_small(tmp_p
         (body,) = db.execute("SELECT state FROM conversation").fetchone()
     assert len(body) < 4 * KEPT_CHARS + 10_000  # three copies of the paste at most, each cut: not 3 x 5 MB
     assert json.loads(body)["answers"][0]["question"] == first
+
+
+def test_the_web_names_a_team_document_by_its_folder_and_file_never_the_servers_path() -> None:
+    from agent.answer import Answer, Citation
+    from corpus.manifest import shared_source
+    from traindoc_web.markup import shared_json, sources_html
+
+    team = "/srv/private/acme-secrets/team-runbooks/nccl.md"
+    answer = Answer(question="q", answer="a [1] [2]", citations=[
+        Citation(1, team, "NCCL > IB", "c1", 0.9, text="use NCCL_IB_HCA"),
+        Citation(2, "corpus/runbooks/en/port_in_use.md", "Port", "c2", 0.8, text="ss -ltnp")], findings=[],
+        no_match=False)
+    data = shared_json(answer)
+    assert [c["source"] for c in data["citations"]] == ["team-runbooks/nccl.md", "corpus/runbooks/en/port_in_use.md"]
+    assert "/srv/private" not in str(data) and "/srv/private" not in sources_html(answer)
+    assert shared_source("corpus/004_f7d4acab9feaf887.txt") == "corpus/004_f7d4acab9feaf887.txt"
