@@ -320,6 +320,9 @@ class WebChat:
         text = escape_surrogates((question or "").strip())[0]
         if not text:
             return {"error": "empty question"}
+        if len(text) > self.options.max_message_chars:  # bounded work per request, as in the chat
+            return {"error": say("web.paste_too_long", "en", size=f"{len(text):,}",
+                                 limit=f"{self.options.max_message_chars:,}", mb=f"{self.options.max_upload_mb:g}")}
         from tools.redact import mask_json
 
         try:

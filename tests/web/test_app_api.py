@@ -41,6 +41,11 @@ def test_empty_question_is_an_error_object(client, question: str) -> None:
     assert client.predict(question, api_name="/ask") == {"error": "empty question"}
 
 
+def test_a_paste_past_the_limit_is_an_error_object_at_once(client) -> None:
+    answer = client.predict("NCCL WARN x\n" * 30_000, api_name="/ask")
+    assert set(answer) == {"error"} and "Upload the log as a file instead" in answer["error"]
+
+
 def test_probes_of_the_servers_own_host_are_off_unless_its_operator_turns_them_on(client) -> None:
     report = client.predict(api_name="/probes")
     assert not report.startswith("<table"), "the server's host (other users' jobs) is not read by default"
