@@ -32,6 +32,7 @@ from agent.feedback import FeedbackStore
 from agent.intake import CJK, NoContent, Received, intake
 from common.errors import ConfigError, TraindocError
 from common.language import say
+from common.memory import return_freed_memory
 from common.secrets import mask
 from common.surrogates import escape_surrogates
 from common.textsafe import escape_markdown
@@ -65,6 +66,18 @@ class WebOptions:
     max_message_chars: int = 200_000
 
 
+BIG_TURN_CHARS = 65_536  # a turn this long (or with an upload) hands its freed heap back once answered
+
+
+def long_turn(long: bool) -> Any:
+    """A slot among ``LONG_TURNS`` for answering a long paste (its reading and triage are the server's own work, on
+    the interpreter every user shares); a short question never waits. Past LONG_WAIT_S it is refused in one line."""
+    return upload_slot(long, LONG_TURNS, LONG_WAIT_S, busy="the server is answering other long pastes right now")
+
+
+LONG_WAIT_S = 120.0
+
+
 def parse_auth(value: str | None) -> tuple[str, str] | None:
     if not value:
         return None
@@ -85,6 +98,7 @@ def is_loopback(host: str) -> bool:
 
 # Logs read at once from uploads: a hostile upload (a gzip bomb, a 200 MB line) costs its reader, never everyone's.
 UPLOAD_READERS = threading.BoundedSemaphore(2)
+LONG_TURNS = threading.BoundedSemaphore(1)  # long pastes answered one at a time: the other users' questions go on
 UPLOAD_WAIT_S = 5.0
 
 
@@ -161,7 +175,8 @@ class WebChat:
 
         def work() -> None:
             try:
-                self.troubleshooter.ask(question, on_event=events.put)
+                with long_turn(len(text) > BIG_TURN_CHARS):
+                    self.troubleshooter.ask(question, on_event=events.put)
             except BaseException as exc:  # shown in the chat, never a server traceback page
                 events.put(exc)
 
@@ -217,6 +232,8 @@ class WebChat:
                                 "turn": turn_number})
                 turns += [asked, assistant_turn(answer, text_shown)]
                 unsaved = self._save(username, browser, chat, answers, turns)
+                if len(text) > BIG_TURN_CHARS or paths:
+                    return_freed_memory()  # a long paste's or an upload's heap back to the system, not kept for good
                 yield chat, sources_panel(answers), "", answers, unsaved, turns, None, browser
                 return
             yield chat, sources_panel(answers), "", answers, "", turns, None, browser
@@ -329,7 +346,11 @@ class WebChat:
             asked = intake(Received(text=text, probes=self.options.host_probes))
         except NoContent as exc:
             return {"error": exc.message}
-        return dict(mask_json(shared_json(self.troubleshooter.ask(asked))))
+        with long_turn(len(text) > BIG_TURN_CHARS):
+            answer = dict(mask_json(shared_json(self.troubleshooter.ask(asked))))
+        if len(text) > BIG_TURN_CHARS:
+            return_freed_memory()
+        return answer
 
 
 def _why(exc: BaseException) -> str:

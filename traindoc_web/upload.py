@@ -47,14 +47,15 @@ def read_upload(path: str | None, max_mb: float, question: str = "") -> tuple[Lo
 
 
 @contextmanager
-def upload_slot(needed: bool, readers: threading.BoundedSemaphore, wait_s: float) -> Iterator[None]:
+def upload_slot(needed: bool, readers: threading.BoundedSemaphore, wait_s: float,
+                busy: str = "the server is reading other uploaded logs right now") -> Iterator[None]:
     """A slot among ``readers`` (traindoc_web.chat's ``UPLOAD_READERS``) for reading an uploaded log; a question without one
     never waits. Past ``wait_s`` the upload is refused in one line (the server's other users keep their answers)."""
     if not needed:
         yield
         return
     if not readers.acquire(timeout=wait_s):
-        raise InputError("the server is reading other uploaded logs right now", hint="upload it again in a minute")
+        raise InputError(busy, hint="try again in a minute")
     try:
         yield
     finally:

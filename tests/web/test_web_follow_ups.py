@@ -81,3 +81,38 @@ def test_a_paste_past_the_message_limit_is_refused_at_once_saying_to_upload_it(t
     assert "Upload the log as a file instead" in said and f"{len(paste):,}" in said
     small = _turn(chat, "RuntimeError: CUDA out of memory while training", None)
     assert small[1][-1]["answer"]["citations"]  # a message under the limit is answered as before
+
+
+def test_long_pastes_are_answered_one_at_a_time_while_short_questions_never_wait(troubleshooter: Any,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 40 point 4: a long paste's reading and triage run on the interpreter every user shares: at most one at a
+    time (traindoc_web.chat.LONG_TURNS); a short question is not queued behind them."""
+    import threading
+
+    chat = WebChat(troubleshooter, WebOptions(feedback_db=tmp_path / "fb.sqlite3", history_days=0))
+    running, most, lock = [0], [0], threading.Lock()
+    real_ask = troubleshooter.ask
+
+    def counted(question: Any, **kw: Any) -> Any:  # the real ask, counted
+        long = bool(question.log_head or question.log_errors or question.job)  # the paste, read as a log
+        with lock:
+            running[0] += long
+            most[0] = max(most[0], running[0])
+        try:
+            return real_ask(question, **kw)
+        finally:
+            with lock:
+                running[0] -= long
+
+    troubleshooter.ask = counted
+    try:
+        paste = "\n".join(f"[rank{i % 4}]:step {i} loss 0.5" for i in range(4_000)) + "\n[rank2]: CUDA out of memory"
+        threads = [threading.Thread(target=chat.api_ask, args=(paste,)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        short = chat.api_ask("CUDA out of memory with ZeRO-3")
+        for thread in threads:
+            thread.join(timeout=300)
+    finally:
+        del troubleshooter.ask
+    assert most[0] == 1 and short["citations"]
