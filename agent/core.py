@@ -203,7 +203,14 @@ class Troubleshooter:
             answer = self._compose(facts)
             answer.notice = say("nothing_to_explain", question.language)
             return answer
-        return explain(self.settings, facts, on_event, model=self._chat_model)
+        answer = explain(self.settings, facts, on_event, model=self._chat_model)
+        if facts.lead is not None and answer.lead is None:
+            answer.lead = facts.lead  # the kind traindoc's own evidence chose: the model wrote the words
+        from agent.compose import confirm_markdown
+
+        if confirm := confirm_markdown(facts.lead.kind if facts.lead is not None else None, question.language):
+            answer.answer = answer.answer.rstrip() + "\n" + "\n".join(confirm)  # the check that confirms the kind
+        return answer
 
     def _gather(self, question: Question, mode: str, on_event: EventSink) -> Facts:
         """Retrieval, probes, the job's diagnosis (log triage or live hang snapshot): the facts of an answer."""
