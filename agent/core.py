@@ -192,6 +192,14 @@ class Troubleshooter:
             context = probe_context(request)
             names = available_probes(context)
         answer = answer_with_model(self.settings, question, retriever, context, names, on_event, model=self._chat_model)
+        from agent.compose import confirm_markdown
+        from agent.leads import LeadEvidence, decide
+
+        # The kind the question's own evidence names (its job, a quoted message, a stage; no likeness: the model did
+        # the searching): its check ends the answer, as it ends traindoc's own.
+        lead = decide(LeadEvidence(question.asked(), question.job, question.log_errors, question.language))
+        if confirm := confirm_markdown(lead.kind if lead is not None and lead.established else None, question.language):
+            answer.answer = answer.answer.rstrip() + "\n" + "\n".join(confirm)
         return answer
 
     def _explain(self, question: Question, on_event: EventSink) -> Answer:

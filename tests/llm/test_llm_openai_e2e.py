@@ -43,3 +43,16 @@ def test_ask_streams_the_tool_call_line_and_the_answer(ask_cli: Any) -> None:
     assert "✓ search_docs:" in result.stdout
     assert "NCCL timed out: raise the timeout with NCCL_TIMEOUT [1]." in result.stdout
     assert "Sources" in result.stdout and "[1] " in result.stdout
+
+
+def test_an_agent_answer_whose_kind_the_check_confirms_ends_with_it(ask_cli: Any) -> None:
+    """Issue 41 point 1: the kind the question's own evidence names (here the watchdog's message), the model's words
+    kept whole before it."""
+    question = ("[rank1]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for "
+                "1800000 milliseconds before timing out.")
+    with FakeOpenAI(list(SCRIPT)) as server:
+        result = ask_cli(server.url, "--json", "--no-probes", question)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)["answer"]
+    assert answer.startswith("NCCL timed out: raise the timeout with NCCL_TIMEOUT [1].")
+    assert answer.endswith("confirm: `traindoc check nccl` now, and again after the fix")
