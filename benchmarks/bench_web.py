@@ -76,6 +76,18 @@ def stop(server: subprocess.Popen) -> None:
             continue
 
 
+def start_server(tmp: Path) -> tuple[subprocess.Popen, str]:
+    """`traindoc web` on a free loopback port over an index built in ``tmp`` (its own group: ``stop`` ends it)."""
+    env = clean_env(TRAINDOC_DATA_DIR=str(tmp / "data"), TRAINDOC_FEEDBACK_DB=str(tmp / "fb.sqlite3"),
+                    GRADIO_ANALYTICS_ENABLED="False", TRAINDOC_PROBE_TIMEOUT="5")
+    subprocess.run([script("traindoc"), "index"], env=env, check=True, capture_output=True, cwd=REPO)
+    port = free_port()
+    server = subprocess.Popen([script("traindoc"), "web", "--port", str(port)], env=env, cwd=REPO,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    return server, f"http://127.0.0.1:{port}/"
+
+
 def main() -> int:
     args = parser(__doc__.splitlines()[0], runs=2).parse_args()
     from gradio_client import Client
@@ -90,14 +102,7 @@ def main() -> int:
         return time.perf_counter() - started, correct(answer, expected)
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = clean_env(TRAINDOC_DATA_DIR=str(Path(tmp) / "data"), TRAINDOC_FEEDBACK_DB=str(Path(tmp) / "fb.sqlite3"),
-                        GRADIO_ANALYTICS_ENABLED="False", TRAINDOC_PROBE_TIMEOUT="5")
-        subprocess.run([script("traindoc"), "index"], env=env, check=True, capture_output=True, cwd=REPO)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}/"
-        server = subprocess.Popen([script("traindoc"), "web", "--port", str(port)], env=env, cwd=REPO,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
+        server, url = start_server(Path(tmp))
         try:
             wait_until_serving(url, server)
             for question, expected in CASES:  # warm up: first use of each probe, the embedder, the queue

@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import subprocess  # noqa: E402
 
-from _common import REPO, clean_env, finish, parser, script, verdict  # noqa: E402
-from bench_web import CASES, correct, free_port, stop, wait_until_serving  # noqa: E402
+from _common import finish, parser, verdict  # noqa: E402
+from bench_web import CASES, correct, start_server, stop, wait_until_serving  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -57,14 +56,7 @@ def main() -> int:
     over_limit = "NCCL WARN Call to connect returned Connection refused\n" * 100_000  # ~5 MB
     under_limit = long_log(2_500)  # ~110 KB: read as a log, a real answer
     with tempfile.TemporaryDirectory() as tmp:
-        env = clean_env(TRAINDOC_DATA_DIR=str(Path(tmp) / "data"), TRAINDOC_FEEDBACK_DB=str(Path(tmp) / "fb.sqlite3"),
-                        GRADIO_ANALYTICS_ENABLED="False", TRAINDOC_PROBE_TIMEOUT="5")
-        subprocess.run([script("traindoc"), "index"], env=env, check=True, capture_output=True, cwd=REPO)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}/"
-        server = subprocess.Popen([script("traindoc"), "web", "--port", str(port)], env=env, cwd=REPO,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
+        server, url = start_server(Path(tmp))
         wrong: list[str] = []
         try:
             wait_until_serving(url, server)
