@@ -253,6 +253,13 @@ def compose(
     return "\n".join(parts).strip()
 
 
+def ending_with_check(text: str, kind: str | None, lang: Lang) -> str:
+    """A model's answer ending with the check that confirms ``kind``, as traindoc's own answers end (unchanged when
+    the check cannot tell that kind)."""
+    confirm = confirm_markdown(kind, lang)
+    return text.rstrip() + "\n" + "\n".join(confirm) if confirm else text
+
+
 def confirm_markdown(kind: str | None, lang: Lang) -> list[str]:
     """The check that confirms ``kind`` on the asker's machine, now and after the fix (``confirm_with`` of the kind in
     runbooks/data/kinds.json: `traindoc check nccl`), or nothing where no check can tell."""

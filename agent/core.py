@@ -16,7 +16,7 @@ from typing import Any
 
 from advice.review import review
 from agent.answer import Answer, Citation
-from agent.compose import compose, several_jobs_markdown
+from agent.compose import compose, ending_with_check, several_jobs_markdown
 from agent.conversation import context_note
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.exceptions import names_agree, recognise
@@ -192,14 +192,13 @@ class Troubleshooter:
             context = probe_context(request)
             names = available_probes(context)
         answer = answer_with_model(self.settings, question, retriever, context, names, on_event, model=self._chat_model)
-        from agent.compose import confirm_markdown
         from agent.leads import LeadEvidence, decide
 
         # The kind the question's own evidence names (its job, a quoted message, a stage; no likeness: the model did
         # the searching): its check ends the answer, as it ends traindoc's own.
         lead = decide(LeadEvidence(question.asked(), question.job, question.log_errors, question.language))
-        if confirm := confirm_markdown(lead.kind if lead is not None and lead.established else None, question.language):
-            answer.answer = answer.answer.rstrip() + "\n" + "\n".join(confirm)
+        answer.answer = ending_with_check(answer.answer, lead.kind if lead is not None and lead.established else None,
+                                          question.language)
         return answer
 
     def _explain(self, question: Question, on_event: EventSink) -> Answer:
@@ -214,10 +213,8 @@ class Troubleshooter:
         answer = explain(self.settings, facts, on_event, model=self._chat_model)
         if facts.lead is not None and answer.lead is None:
             answer.lead = facts.lead  # the kind traindoc's own evidence chose: the model wrote the words
-        from agent.compose import confirm_markdown
-
-        if confirm := confirm_markdown(facts.lead.kind if facts.lead is not None else None, question.language):
-            answer.answer = answer.answer.rstrip() + "\n" + "\n".join(confirm)  # the check that confirms the kind
+        answer.answer = ending_with_check(answer.answer, facts.lead.kind if facts.lead is not None else None,
+                                          question.language)
         return answer
 
     def _gather(self, question: Question, mode: str, on_event: EventSink) -> Facts:

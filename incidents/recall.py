@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.language import Lang, say
 from common.textsafe import code_span, escape_markdown
-from incidents.match import Match, matches
 from incidents.signature import failure_of
-from incidents.store import FILE, local_path, read_incidents
+
+if TYPE_CHECKING:
+    from incidents.match import Match
 
 log = logging.getLogger(__name__)
-TEAM_SUFFIX = "." + FILE  # a team folder's shared file: incidents.jsonl, or <team>.incidents.jsonl
 
 
 def incident_files(settings: Any) -> list[tuple[Path, str]]:
     """(file, source) of every incident file that exists: this cluster's own (source ""), then each team folder's
     of TRAINDOC_CORPUS (its top level: ``incidents.jsonl``, ``*.incidents.jsonl``), named by its file."""
     from common.settings import BUILTIN_DIR
+    from incidents.store import FILE, local_path  # a team folder's: incidents.jsonl, or <team>.incidents.jsonl
 
     own = local_path(settings.feedback_path)
     found = [(own, "")] if own.is_file() else []
@@ -36,7 +37,7 @@ def incident_files(settings: Any) -> list[tuple[Path, str]]:
             files = [folder] if folder.name.endswith(FILE) else []
         else:
             try:
-                files = sorted(p for p in folder.iterdir() if p.name == FILE or p.name.endswith(TEAM_SUFFIX))
+                files = sorted(p for p in folder.iterdir() if p.name == FILE or p.name.endswith("." + FILE))
             except OSError:
                 continue
         found += [(path, path.name) for path in files if path.is_file() and path != own]
@@ -51,6 +52,9 @@ def recall(answer: Any, settings: Any) -> None:
     files = incident_files(settings)
     if not files:
         return
+    from incidents.match import matches  # only where an incident file exists: a cold ask reads none
+    from incidents.store import read_incidents
+
     found = matches(answer.failure, [i for path, source in files for i in read_incidents(path, source)])
     if not found:
         return

@@ -5,10 +5,8 @@ long limit never holds a worker for an hour (the call then fails as ``ratelimite
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any
 
-from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
@@ -31,22 +29,21 @@ def retry_after(response: HttpResponse) -> float:
     return DEFAULT_WAIT_S
 
 
-class RetryAfter(RetryHandler):
-    """slack_sdk's retry hook for HTTP 429: wait what ``Retry-After`` says, at most ``MAX_WAIT_S``, ``RETRIES`` times."""
+class RetryAfter(RateLimitErrorRetryHandler):
+    """slack_sdk's own 429 handler (it waits what ``Retry-After`` says), bounded: ``RETRIES`` times, and not at all where
+    Slack asks for more than ``MAX_WAIT_S``."""
 
-    def __init__(self, retries: int = RETRIES, max_wait_s: float = MAX_WAIT_S, sleep: Any = time.sleep) -> None:
+    def __init__(self, retries: int = RETRIES, max_wait_s: float = MAX_WAIT_S) -> None:
         super().__init__(max_retry_count=retries)
         self.max_wait_s = max_wait_s
-        self._sleep = sleep
 
     def _can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
                    error: Exception | None = None) -> bool:
-        return response is not None and response.status_code == 429 and retry_after(response) <= self.max_wait_s
+        return (super()._can_retry(state=state, request=request, response=response, error=error)
+                and response is not None and retry_after(response) <= self.max_wait_s)
 
     def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
                                  error: Exception | None = None) -> None:
-        wait = retry_after(response) if response is not None else DEFAULT_WAIT_S
-        log.info("slack: rate-limited; trying again in %g s (Retry-After)", wait)
-        state.next_attempt_requested = True
-        self._sleep(wait)
-        state.increment_current_attempt()
+        log.info("slack: rate-limited; trying again in %g s (Retry-After)",
+                 retry_after(response) if response is not None else DEFAULT_WAIT_S)
+        super().prepare_for_next_attempt(state=state, request=request, response=response, error=error)

@@ -29,9 +29,9 @@ from agent.conversation import assistant_turn, user_turn
 from agent.core import Troubleshooter
 from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
-from agent.intake import CJK, NoContent, Received, intake
+from agent.intake import NoContent, Received, intake
 from common.errors import ConfigError, TraindocError
-from common.language import say
+from common.language import language_of, say
 from common.memory import return_freed_memory
 from common.secrets import mask
 from common.surrogates import escape_surrogates
@@ -145,7 +145,7 @@ class WebChat:
             yield chat, sources_panel(answers), "", answers, "Type a question or upload a log.", turns, log_file, browser
             return
         if len(text) > self.options.max_message_chars:  # before any work on it: bounded per request
-            said = say("web.paste_too_long", "zh" if CJK.search(text[:2000]) else "en", size=f"{len(text):,}",
+            said = say("web.paste_too_long", language_of(text[:4000]), size=f"{len(text):,}",
                        limit=f"{self.options.max_message_chars:,}", mb=f"{self.options.max_upload_mb:g}")
             yield chat, sources_panel(answers), message, answers, said, turns, log_file, browser
             return

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobs.picture.lanes import JobPicture, Lane, Mark, Role
+from jobs.picture.lanes import JobPicture, Lane, Mark, Role, by_node
 
 if TYPE_CHECKING:
     from jobs.places import StackGroup
@@ -26,9 +26,8 @@ def hang_picture(groups: Sequence[StackGroup], odd: Sequence[StackGroup], world_
     absent = {rank for rank in world if rank not in hosts}
     first_ranks = sorted(rank for g in odd for rank in g.ranks)
     first = first_ranks[0] if first_ranks else None
-    lanes = [Lane(rank, hosts.get(rank), rank in first_ranks, rank in absent, rank not in absent) for rank in world]
-    lanes = sorted(lanes, key=lambda lane: (lane.node is None, min(r for r, h in hosts.items() if h == lane.node)
-                                            if lane.node is not None else 0, lane.rank))
+    lanes = by_node([Lane(rank, hosts.get(rank), rank in first_ranks, rank in absent, rank not in absent)
+                     for rank in world])
     marks: list[Mark] = []
     for at, group in enumerate(groups):
         role: Role = "first" if id(group) in odd_ids else "symptom" if group.place.kind in WAITING else "failure"

@@ -75,7 +75,7 @@ def picture_of(timeline: JobTimeline, culprit: Event | None, blamed: int | None)
     lanes = [Lane(rank, hosts.get(rank), rank == first_rank, rank in absent, rank in logged) for rank in kept]
     if any(e.rank is None for e in events):
         lanes.append(Lane(None, None))
-    lanes = _by_node(lanes)
+    lanes = by_node(lanes)
     drawn = {lane.rank for lane in lanes}
     marks, timed, start, first_at = _marks([e for e in events if e.rank in drawn], culprit, first_rank is not None)
     span = max((m.at for m in marks), default=0.0)
@@ -118,7 +118,7 @@ def _hosts(timeline: JobTimeline) -> dict[int, str]:
     return hosts
 
 
-def _by_node(lanes: list[Lane]) -> list[Lane]:
+def by_node(lanes: list[Lane]) -> list[Lane]:
     """Ranks of one node together, the nodes in the order of their lowest rank; ranks of no named node after them,
     the launcher's lane last."""
     lowest: dict[str | None, int] = {}
