@@ -16,6 +16,9 @@ kind of evidence is one function and one row of ``RULES``.
     section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
     unstaged_hang    a training job hangs and nothing above names where: the command that finds where ranks wait
 
+A kind the setup the asker states rules out (registry: ruled_out_by; "single node" for the network between nodes)
+leads only on what the failure printed (the diagnosis, its own message); a weaker rule may answer instead.
+
 A follow-up's new words that name a neighbour of the chosen kind, and the earlier turns did not, move the lead to
 that neighbour ("and on 8 nodes?" after a collective timeout: the network between nodes).
 """
@@ -26,11 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from agent.exceptions import recognise
+from agent.stated import stated_facts
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, kind_of_source, quoted_message
-from runbooks.registry import neighbour_named, signalled, unsignalled_generic, yielded
+from runbooks.registry import neighbour_named, ruled_out, signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)
@@ -196,11 +200,16 @@ def decide(ev: LeadEvidence) -> Lead | None:
     """The first rule of ``RULES`` that answers decides; None when nothing leads. A kind whose own signal the report
     lacks, while a neighbour's shows, yields to that neighbour (registry: yields_to): a GPU named beside ``no kernel
     image`` and no extension named is the PyTorch build, not an extension."""
+    facts: tuple[str, ...] | None = None  # the setup the asker states, read when a likeness would lead
     for _name, rule in RULES:
         outcome = rule(ev)
         if isinstance(outcome, Stop):
             return None
         if outcome is not None:
+            if outcome.rule not in OUTWEIGH_THE_SETUP:
+                facts = stated_facts(ev.words()) if facts is None else facts
+                if ruled_out(outcome.kind, facts) is not None:
+                    continue  # "single node" and the network between nodes: a weaker rule may still answer
             if (other := yielded(outcome.kind, ev.words())) is not None:
                 return replace(outcome, kind=other[0], because=f"{outcome.because} · {other[1]}".strip(" ·"))
             earlier = ev.text[: len(ev.text) - len(ev.new_words)]
@@ -209,6 +218,10 @@ def decide(ev: LeadEvidence) -> Lead | None:
             return outcome
     return None
 
+
+# The rules whose evidence is what the failure printed (the job's logs, its own message): a fact of the setup the asker
+# states (one node, registry: ruled_out_by) does not outweigh them; it rules a kind out of every other rule.
+OUTWEIGH_THE_SETUP = frozenset({"diagnosis", "quoted"})
 
 LAUNCHER_REACTIONS = frozenset({"killed_by_launcher", "launcher_summary"})
 

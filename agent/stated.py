@@ -65,6 +65,20 @@ def _facts() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...]:
     return tuple((row["name"], re.compile(row["stated"]), re.compile(row["contradicts"])) for row in _data()["facts"])
 
 
+@cache
+def _contraries() -> dict[str, re.Pattern[str]]:
+    """Fact -> the words that state its contrary (a report that says it works on one node and fails on two)."""
+    return {row["name"]: re.compile(row["unless"]) for row in _data()["facts"] if row.get("unless")}
+
+
+def stated_facts(text: str) -> tuple[str, ...]:
+    """The facts of the setup ``text`` states (one node, one GPU), less those it also states the contrary of."""
+    head = text[:20000]
+    contrary = _contraries()
+    return tuple(fact for fact, stated, _ in _facts() if stated.search(head)
+                 and not (fact in contrary and contrary[fact].search(head)))
+
+
 def _sets(text: str) -> list[tuple[str, str]]:
     """(setting, value) for every setting ``text`` sets or states, in order (at most 200 lines of 2,048 characters)."""
     found: list[tuple[str, str]] = []
@@ -90,8 +104,7 @@ def read_setup(texts: Sequence[str]) -> Setup:
     settings: dict[str, str] = {}
     for setting, value in _sets(text):
         settings.setdefault(setting, value)
-    facts = tuple(fact for fact, stated, _ in _facts() if stated.search(text[:20000]))
-    return Setup(tuple(Stated(k, v) for k, v in settings.items()), facts)
+    return Setup(tuple(Stated(k, v) for k, v in settings.items()), stated_facts(text))
 
 
-__all__ = ["Setup", "Stated", "read_setup"]
+__all__ = ["Setup", "Stated", "read_setup", "stated_facts"]

@@ -34,7 +34,9 @@ TABLE_FIELD = re.compile(r"^\s*(?:rank\s*:\s*\d+ \(local_r|exitcode\s*:\s*(?:-\d
 # with return code = -9". The command it prints is the last one it started, not the failed rank's (launch.py keeps
 # the loop variable), so the line gives the code and no rank (signatures.json's "exits" table reads it so).
 NCCL_RANK = re.compile(r"NCCL INFO (?:comm|ncclCommInitRank\w*) (?:comm )?0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
-WORLD = re.compile(r"\b(?:WORLD_SIZE|world_size|nranks|nRanks)\s*[=:]?\s*(?P<n>\d{1,5})\b")
+# The world as a launcher, a trainer or the asker states it: WORLD_SIZE=8, "World size: 8", accelerate's "Num
+# processes: 8", "world size 8" in a report's own words.
+WORLD = re.compile(r"\b(?:WORLD_SIZE|[Ww]orld[ _][Ss]ize|nranks|nRanks|[Nn]um[ _]processes)\s*[=:]?\s*(?P<n>\d{1,5})\b")
 # A launch command states the world: torchrun's --nproc-per-node (times --nnodes on the same line), DeepSpeed's
 # --num_gpus (times --num_nodes). A paste that starts with the command and shows only the ranks that timed out
 # then names the ranks that did not report (jobs.verdicts.waits: the suspects).

@@ -21,6 +21,7 @@ from typing import Literal
 STRUCTURE_LITERALS = (
     "Traceback", 'File "', "Error", "Exception", "Interrupt", "exitcode", "Failures", "Root Cause",
     "error_file", "local_rank", "Signal ", "signal", "NCCL INFO comm", "nranks", "WORLD_SIZE", "world_size",
+    "World size", "world size", "Num processes", "num_processes",
     "Starting elastic", "Rendezvous", "rendezvous", "SeqNum", "--nproc", "--num_gpus", "--num-gpus",
     "OpType", "hang", "Hang", "killed", "Killed", "exits with return code",
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -34,6 +35,7 @@ class Kind:
     # NCCL hang: a pod's /dev/shm). Read only for follow-ups: a first question naming a platform names no failure.
     detail_patterns: tuple[str, ...] = ()
     confirm_with: str = ""  # the command that shows this failure now and its absence after the fix (traindoc check)
+    ruled_out_by: tuple[str, ...] = ()  # stated facts of the setup under which this is not the failure (one node)
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -73,7 +75,8 @@ def kinds() -> dict[str, Kind]:
         table[name] = Kind(name, book.title, book.triage, book.messages, frozenset(row.get("generic", ())),
                            tuple(row.get("signals", ())),
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
-                           tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")))
+                           tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")),
+                           tuple(row.get("ruled_out_by", ())))
     return table
 
 
@@ -133,6 +136,17 @@ def unsignalled_generic(text: str) -> frozenset[str]:
     return frozenset(m for k in kinds().values() for m in k.generic if m not in text or k.signal_in(text) is None)
 
 
+def _stated_facts() -> set[str]:
+    """The facts of a setup the asker's words can state (agent/data/stated.json)."""
+    return {row["name"] for row in _data("stated.json", "agent")["facts"]}
+
+
+def ruled_out(name: str, facts: Collection[str]) -> str | None:
+    """The stated fact (of ``facts``) under which kind ``name`` is not the failure, if any (data/kinds.json)."""
+    own = kind(name)
+    return next((fact for fact in own.ruled_out_by if fact in facts), None) if own is not None else None
+
+
 def _named_by_tables() -> dict[str, set[str]]:
     """Table -> the kinds it names: the hang stages, the triage defaults, the seed sections' kinds, the neighbours."""
     stages = _data("hang_stages.json")["stages"]
@@ -159,10 +173,13 @@ def problems() -> list[str]:
         found += [f"{k.name}: generic message {m!r} is not one of its messages" for m in sorted(k.generic - set(k.messages))]
         if not k.signal_patterns:
             found.append(f"{k.name}: no signals tell it from its neighbours")
+        found += [f"{k.name}: ruled out by {fact!r}, which agent/data/stated.json does not state"
+                  for fact in k.ruled_out_by if fact not in _stated_facts()]
         for message in k.messages:
             if (other := owners.setdefault(message, k.name)) != k.name:
                 found.append(f"{k.name} and {other} both claim the message {message!r}")
     return found
 
 
-__all__ = ["Kind", "kind", "kinds", "neighbour_named", "problems", "signalled", "unsignalled_generic", "yielded"]
+__all__ = ["Kind", "kind", "kinds", "neighbour_named", "problems", "ruled_out", "signalled", "unsignalled_generic",
+           "yielded"]

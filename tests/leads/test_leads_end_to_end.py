@@ -75,3 +75,13 @@ def test_an_error_code_speaks_after_the_verdict_and_in_its_terms(cli: Any) -> No
     text = answer["answer"]
     assert text.index("Likely cause") < text.index("cudaErrorNoKernelImageForDevice"), text[:3000]
     assert "cu128" not in text.split("cudaErrorNoKernelImageForDevice", 1)[1].split("###", 1)[0], text[:4000]
+
+
+def test_a_world_size_the_asker_states_names_the_rank_that_did_not_report(cli: Any) -> None:
+    """No launch line, but the report says the world's size in words: the rank of that world that printed no timeout
+    is named."""
+    lines = [f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+             f"NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 60006{r} milliseconds before timing "
+             "out." for r in range(3)]
+    answer = ask(cli, "\n".join([*lines, "training on 4 GPUs, world size 4"]))
+    assert answer["verdict"]["where"] == "rank 3", answer["verdict"]

@@ -120,6 +120,41 @@ def test_the_asker_s_stated_values_and_setup_are_read() -> None:
     assert read_setup(["per_device_train_batch_size: 16"]).already("--per_device_train_batch_size 2") is None
 
 
+@pytest.mark.parametrize(("text", "facts"), [
+    ("NCCL unhandled system error on a single node in Docker", ("one node",)),
+    ("单机8卡训练，NCCL 报错", ("one node",)),
+    ("works on a single node but hangs with two nodes", ()),  # the failing job is the other one
+    ("单机没问题，多机训练就卡住", ()),
+    ("fine on a single GPU, OOM on 4 GPUs with DDP", ()),
+    ("OOM on a single GPU (RTX 4090)", ("one GPU",)),
+])
+def test_a_stated_fact_is_not_stated_where_the_report_states_its_contrary(text: str, facts: tuple[str, ...]) -> None:
+    from agent.stated import stated_facts
+
+    assert stated_facts(text) == facts
+
+
+def test_a_kind_the_stated_setup_rules_out_leads_only_on_its_own_message() -> None:
+    """The network between nodes for a job the asker says runs on one node: not on the answering section's kind and
+    a signal; its own message (what the failure printed) still leads it."""
+    from dataclasses import replace
+
+    from runbooks.registry import ruled_out
+
+    assert ruled_out("nccl_network", ("one node",)) == "one node" and ruled_out("nccl_network", ()) is None
+    section = ("corpus/002_8a84ca4f82c44780.txt", "DeepSpeed卡住问题解决方案 > 常见错误及解决方案 > 错误1: NCCL初始化失败")
+    one_node = LeadEvidence("NCCL error: unhandled system error on a single node, is the nodes' firewall the cause?",
+                            None, [], "en", documents=0.9, best_section=section)
+    assert signalled("nccl_network", one_node.text) is not None  # the signal alone would have led it
+    lead = decide(one_node)
+    assert lead is None or lead.kind != "nccl_network", lead
+    two_nodes = decide(replace(one_node, text="NCCL error: unhandled system error across two nodes, firewall?"))
+    assert two_nodes is not None and two_nodes.kind == "nccl_network" and two_nodes.rule == "section_kind", two_nodes
+    quoted = decide(replace(one_node, text="single node, yet: NCCL WARN NET/IB : Got completion from peer 10.0.0.2 "
+                                           "with status=IBV_WC_RETRY_EXC_ERR(12) opcode=0 len=0 vendor err 129"))
+    assert quoted is not None and (quoted.kind, quoted.rule) == ("nccl_network", "quoted"), quoted
+
+
 def test_every_phrase_the_rules_say_exists_in_every_language() -> None:
     phrases = json.loads((ROOT / "common" / "data" / "phrases.json").read_text(encoding="utf-8"))
     data = json.loads((ROOT / "agent" / "data" / "exceptions.json").read_text(encoding="utf-8"))
