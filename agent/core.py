@@ -21,8 +21,9 @@ from agent.conversation import context_note
 from agent.events import EventSink, FinalAnswer, Notice, StepFinished, StepStarted, ignore
 from agent.exceptions import names_agree, recognise
 from agent.facts import Facts
-from agent.presumptions import contradicted, gpu_archs, torch_version
+from agent.presumptions import contradicted, gpu_archs, ruled_out_sections, torch_version
 from agent.question import Question
+from agent.stated import stated_facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import Lang, say
 from common.settings import Settings, contain_caches
@@ -255,6 +256,7 @@ class Troubleshooter:
         retrieved = citations
         no_match, confidence = result.no_match, result.confidence
         asked = question.asked()  # a follow-up with what it follows up on
+        errors = list(question.log_errors or result.error_lines)
         raised = recognise([*(question.log_errors or result.error_lines), *asked.splitlines()])
         if raised is not None and not no_match and not any(names_agree(raised, c.text) for c in citations):
             no_match = True  # the exception names a module or a file no section names: those sections are not answers
@@ -265,6 +267,9 @@ class Troubleshooter:
         elif wrong := contradicted(citations, gpu_archs(self._machine_evidence(question, job, diagnosis))):
             citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in wrong), 1)]
             no_match = not citations  # a section written for another GPU is not the answer
+        if not no_match and (ruled := ruled_out_sections(citations, stated_facts("\n".join([asked, *errors])))):
+            citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in ruled), 1)]
+            no_match = not citations  # nor one about a kind the stated setup rules out (CUDA's, for an Ascend NPU)
         from agent.lead import about_finding, documents_after, hang_stage, lead_with, leading
         from agent.leads import LeadEvidence, Retrieved
 

@@ -20,11 +20,14 @@ harness) goes through ``prepare()`` once inside ``ask()``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -114,12 +117,24 @@ def prepare(question: Question, typed: str | None = None) -> Question:
             asked, reading = pasted
             question = replace(question, text=asked, log_head=reading.head, log_errors=reading.errors,
                                job=reading.diagnosis)
-    if question.job is None and not question.log_errors and not question.log_head and "\n" in question.text.strip():
-        from agent.logs import pasted_job  # only a question of several lines can hold a cascade
+    if question.job is None and not question.log_errors and not question.log_head and _may_hold_a_job(question.text):
+        from agent.logs import pasted_job
 
         if (job := pasted_job(question.text)) is not None:  # a pasted cascade is read as the job it shows
             question = replace(question, job=job)
     return replace(question, lang=_language(question, question.text if typed is None else typed))
+
+
+def _may_hold_a_job(text: str) -> bool:
+    """A question of several lines can hold a cascade; one line only a launcher's report of how a rank ended (its
+    literal words, jobs/data/signatures.json "exits"): the job reader is not imported for any other one-liner."""
+    return "\n" in text.strip() or any(literal in text for literal in _exit_literals())
+
+
+@cache
+def _exit_literals() -> tuple[str, ...]:
+    table = json.loads(resources.files("jobs").joinpath("data/signatures.json").read_text(encoding="utf-8"))
+    return tuple(str(row["literal"]) for row in table["exits"])
 
 
 def _language(question: Question, typed: str) -> Lang:

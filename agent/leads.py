@@ -17,7 +17,8 @@ kind of evidence is one function and one row of ``RULES``.
     unstaged_hang    a training job hangs and nothing above names where: the command that finds where ranks wait
 
 A kind the setup the asker states rules out (registry: ruled_out_by; "single node" for the network between nodes)
-leads only on what the failure printed (the diagnosis, its own message); a weaker rule may answer instead.
+leads only on what the failure printed (the diagnosis, its own message), and not at all where the fact is binding
+(another accelerator, another framework); a weaker rule may answer instead.
 
 A follow-up's new words that name a neighbour of the chosen kind, and the earlier turns did not, move the lead to
 that neighbour ("and on 8 nodes?" after a collective timeout: the network between nodes).
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from agent.exceptions import recognise
-from agent.stated import stated_facts
+from agent.stated import binding_facts, stated_facts
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
@@ -206,10 +207,10 @@ def decide(ev: LeadEvidence) -> Lead | None:
         if isinstance(outcome, Stop):
             return None
         if outcome is not None:
-            if outcome.rule not in OUTWEIGH_THE_SETUP:
-                facts = stated_facts(ev.words()) if facts is None else facts
-                if ruled_out(outcome.kind, facts) is not None:
-                    continue  # "single node" and the network between nodes: a weaker rule may still answer
+            facts = stated_facts(ev.words()) if facts is None else facts
+            if (fact := ruled_out(outcome.kind, facts)) is not None and (
+                    outcome.rule not in OUTWEIGH_THE_SETUP or fact in binding_facts()):
+                continue  # "single node" and the network between nodes: a weaker rule may still answer
             if (other := yielded(outcome.kind, ev.words())) is not None:
                 return replace(outcome, kind=other[0], because=f"{outcome.because} · {other[1]}".strip(" ·"))
             earlier = ev.text[: len(ev.text) - len(ev.new_words)]
@@ -220,7 +221,9 @@ def decide(ev: LeadEvidence) -> Lead | None:
 
 
 # The rules whose evidence is what the failure printed (the job's logs, its own message): a fact of the setup the asker
-# states (one node, registry: ruled_out_by) does not outweigh them; it rules a kind out of every other rule.
+# states (one node, registry: ruled_out_by) does not outweigh them; it rules a kind out of every other rule. A binding
+# fact (agent/data/stated.json: another accelerator, another framework) outweighs them too: ROCm's "HIP error: no
+# kernel image" reads like CUDA's, and the CUDA wheel's fixes are not its fixes.
 OUTWEIGH_THE_SETUP = frozenset({"diagnosis", "quoted"})
 
 LAUNCHER_REACTIONS = frozenset({"killed_by_launcher", "launcher_summary"})

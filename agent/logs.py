@@ -18,6 +18,7 @@ from corpus.errorlines import ErrorLineCollector
 from jobs.diagnosis import JobDiagnosis
 from jobs.events import EventCollector
 from jobs.reader import read_job
+from jobs.signatures import exit_report
 from jobs.triage import triage_events, triage_lines
 
 HEAD_CHARS = 4000
@@ -68,10 +69,11 @@ def pasted_job(text: str) -> JobDiagnosis | None:
     """The job a question's pasted log lines show: a cascade (a root cause, or the rank the others waited for, and
     its consequences: timeouts, lost peers, the launcher's SIGTERM or its failure summary), or a root cause of a kind
     triage names (NCCL's interface warnings, a CUDA error in a library's format, the launcher's own argument error)
-    even with nothing after it. A lone error of no named kind, or a question in prose, is left to retrieval; a
+    even with nothing after it; one line only where it is a launcher's exit report ("exits with return code = -7":
+    SIGBUS). A lone error of no named kind, or a question in prose, is left to retrieval; a
     question's words are never read as a hang (the text is the question, not a log that stopped)."""
-    if "\n" not in text.strip():
-        return None
+    if "\n" not in text.strip() and exit_report(text) is None:
+        return None  # one line holds no cascade, unless it is a launcher's report of how a rank ended (its signal)
     try:
         diagnosis = triage_lines(read_job([Path("-")], io.BytesIO(text.encode("utf-8", errors="replace"))))
     except InputError:  # a question that does not read as text (control bytes): it is still a question, not a log

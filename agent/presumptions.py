@@ -77,4 +77,26 @@ def contradicted(citations: Sequence[Citation], archs: set[str]) -> list[Citatio
     return [c for c in citations if (wanted := presumed(c)) and not (wanted & archs)]
 
 
-__all__ = ["contradicted", "gpu_archs", "presumed"]
+def ruled_out_sections(citations: Sequence[Citation], facts: Sequence[str]) -> list[Citation]:
+    """The citations recorded about failure kinds (corpus/data/section_kinds.json) every one of which a fact of the
+    setup the asker states rules out (registry: ruled_out_by): a CUDA wheel's section for a job on an Ascend NPU.
+    Under a binding fact (another accelerator or framework) also the built-in sections recorded about no kind: they
+    are written for PyTorch on NVIDIA GPUs too. A team's section (not recorded) is never judged."""
+    if not facts:
+        return []
+    from agent.stated import binding_facts
+    from corpus.kinds import about_no_kind, section_kinds
+    from runbooks.registry import ruled_out
+
+    binding = bool(set(facts) & binding_facts())
+
+    def excluded(citation: Citation) -> bool:
+        if binding and about_no_kind(citation.source, citation.section):
+            return True
+        kinds = section_kinds(citation.source, citation.section).kinds
+        return bool(kinds) and all(ruled_out(kind, facts) is not None for kind in kinds)
+
+    return [c for c in citations if excluded(c)]
+
+
+__all__ = ["contradicted", "gpu_archs", "presumed", "ruled_out_sections"]

@@ -71,6 +71,13 @@ def _contraries() -> dict[str, re.Pattern[str]]:
     return {row["name"]: re.compile(row["unless"]) for row in _data()["facts"] if row.get("unless")}
 
 
+@cache
+def binding_facts() -> frozenset[str]:
+    """The facts the failure's own lines do not outweigh: another accelerator or framework (its messages read like
+    CUDA's and PyTorch's, its fixes are not theirs)."""
+    return frozenset(row["name"] for row in _data()["facts"] if row.get("binding"))
+
+
 def stated_facts(text: str) -> tuple[str, ...]:
     """The facts of the setup ``text`` states (one node, one GPU), less those it also states the contrary of."""
     head = text[:20000]
@@ -107,4 +114,4 @@ def read_setup(texts: Sequence[str]) -> Setup:
     return Setup(tuple(Stated(k, v) for k, v in settings.items()), stated_facts(text))
 
 
-__all__ = ["Setup", "Stated", "read_setup", "stated_facts"]
+__all__ = ["Setup", "Stated", "binding_facts", "read_setup", "stated_facts"]

@@ -170,3 +170,47 @@ def test_every_phrase_the_rules_say_exists_in_every_language() -> None:
 def test_no_signal_fires_inside_an_ordinary_word(word: str) -> None:
     """A short signal is bounded: 'RoCE' is not in 'process', 'RAM' not in 'parameter', 'mps' not in 'timestamps'."""
     assert [k.name for k in kinds().values() if k.signal_in(word)] == []
+
+
+@pytest.mark.parametrize(("text", "facts"), [
+    ("RuntimeError: HIP error: no kernel image is available for execution on the device (torch 2.5.1+rocm6.2, MI250)",
+     ("not CUDA",)),
+    ("[NPU] 昇腾 910 上训练，loss 变成 nan", ("not CUDA",)),
+    ("PaddleDetection on an RTX 5090: The GPU compute capability in your current machine is 120", ("another framework",)),
+    ("several jobs share the GPU through the CUDA MPS daemon (nvidia-cuda-mps-control)", ()),  # NVIDIA's MPS
+    ("tensorflow/core/util/port.cc: oneDNN custom operations are on\nTraceback: File torch/nn/modules/module.py", ()),
+])
+def test_another_accelerator_or_framework_is_read_from_the_report(text: str, facts: tuple[str, ...]) -> None:
+    from agent.stated import binding_facts, stated_facts
+
+    assert stated_facts(text) == facts
+    assert {"not CUDA", "another framework"} <= binding_facts()
+
+
+def test_a_cuda_runbook_does_not_lead_a_job_on_another_accelerator_even_on_its_own_message() -> None:
+    """ROCm prints CUDA's words ("no kernel image is available"): the PyTorch CUDA wheel's runbook is not its answer,
+    although the message is the one it identifies; NCCL's own runbooks still answer a Paddle job's NCCL failure."""
+    from runbooks.registry import ruled_out
+
+    cuda = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    assert decide(LeadEvidence(cuda, None, [], "en")) is not None
+    rocm = decide(LeadEvidence(cuda.replace("CUDA", "HIP") + "\nPyTorch 2.5.1 rocm6.2 wheel on an MI250", None, [], "en"))
+    assert rocm is None or rocm.kind not in ("arch_mismatch", "extension_arch"), rocm
+    assert ruled_out("nccl_network", ("another framework",)) is None
+    assert ruled_out("cuda_oom", ("another framework",)) == "another framework"
+    assert ruled_out("disk_full", ("not CUDA", "another framework")) is None
+
+
+def test_a_section_about_kinds_the_setup_rules_out_is_not_an_answer() -> None:
+    from agent.answer import Citation
+    from agent.presumptions import ruled_out_sections
+
+    def cite(source: str, section: str) -> Citation:
+        return Citation(n=1, source=source, section=section, chunk_id="x", score=1.0, text="")
+
+    multi = cite("corpus/004_f7d4acab9feaf887.txt", "故障排除指南 > 分布式训练问题 > 问题：多节点训练失败")
+    team = cite("/team/wiki/ascend.md", "Ascend > HCCL timeouts")
+    assert ruled_out_sections([multi, team], ("one node",)) == []  # rendezvous may still fail on one node
+    assert ruled_out_sections([multi, team], ()) == []
+    arch = cite("corpus/000_a1161a68fffab229.txt", "错误排查指南 > 错误1: CUDA兼容性问题（主要问题）")
+    assert ruled_out_sections([arch, multi, team], ("not CUDA",)) == [arch]  # a team's section is never judged
