@@ -172,6 +172,14 @@ def test_no_signal_fires_inside_an_ordinary_word(word: str) -> None:
     assert [k.name for k in kinds().values() if k.signal_in(word)] == []
 
 
+# Chinese words every report uses ("parameters", "config", "device", "driver", "compile", "inconsistent", "environment
+# variable"): alone they tell no kind from its neighbours, as "parameter" or "config" alone would not in English.
+@pytest.mark.parametrize("sentence", ["错误和参数如下", "我的配置如下", "设备是一台服务器", "安装了驱动", "编译了一个小模型",
+                                      "结果不一致", "在新分支上", "设置了环境变量 HF_HOME"])
+def test_no_signal_fires_on_an_everyday_chinese_word(sentence: str) -> None:
+    assert [k.name for k in kinds().values() if k.signal_in(sentence)] == []
+
+
 @pytest.mark.parametrize(("text", "facts"), [
     ("RuntimeError: HIP error: no kernel image is available for execution on the device (torch 2.5.1+rocm6.2, MI250)",
      ("not CUDA",)),
@@ -214,3 +222,13 @@ def test_a_section_about_kinds_the_setup_rules_out_is_not_an_answer() -> None:
     assert ruled_out_sections([multi, team], ()) == []
     arch = cite("corpus/000_a1161a68fffab229.txt", "错误排查指南 > 错误1: CUDA兼容性问题（主要问题）")
     assert ruled_out_sections([arch, multi, team], ("not CUDA",)) == [arch]  # a team's section is never judged
+
+
+def test_every_stated_fact_has_its_words_in_every_language() -> None:
+    """A fix a stated fact rules out says which fact, in the asker's language (stated_contradicts)."""
+    from common.language import say
+
+    data = json.loads((ROOT / "agent" / "data" / "stated.json").read_text(encoding="utf-8"))
+    for fact in (row["name"] for row in data["facts"]):
+        for lang in ("en", "zh"):
+            assert say(f"fact_{fact.replace(' ', '_')}", lang), (fact, lang)

@@ -81,3 +81,21 @@ def test_an_item_without_a_source_is_a_problem(tmp_path):
     path.write_text(text, encoding="utf-8")
     found = problems(read_runbook(path))
     assert any("has no (source: ...)" in line for line in found), found
+
+
+@pytest.mark.parametrize("key", sorted(runbooks()), ids=lambda key: f"{key[0]}-{key[1]}")
+def test_a_fix_without_a_source_is_a_problem_in_every_runbook(tmp_path, key):
+    """Every shipped runbook (both languages): its first fix with its sources taken out is named as a problem."""
+    from runbooks.catalog import SOURCE, problems
+
+    book = runbooks()[key]
+    heading = f"## {book.heading('fixes')}\n"
+    head, fixes = book.path.read_text(encoding="utf-8").split(heading, 1)
+    before, item = fixes.split("\n1. ", 1)
+    first, rest = item.split("\n\n", 1)  # the item's paragraph, however many lines it wraps over
+    assert SOURCE.search(first), f"{book.source}: its first fix cites nothing"
+    path = tmp_path / book.lang / f"{book.kind}.md"
+    path.parent.mkdir()
+    path.write_text(f"{head}{heading}{before}\n1. {SOURCE.sub('', first)}\n\n{rest}", encoding="utf-8")
+    found = problems(read_runbook(path))
+    assert any(f"'{heading.strip()}' item 1 has no (source: ...)" in line for line in found), found
