@@ -82,6 +82,8 @@ def test_the_signal_names_wandb_and_not_the_hub() -> None:
     assert signalled(KIND, "训练卡在 wandb.init，集群没有外网")
     assert signalled(KIND, "W&B never finishes logging in on the compute nodes")
     assert signalled(KIND, "the Hub download from huggingface.co times out on the compute nodes") is None
+    # a setup that lists W&B's variables or its pin is no W&B failure: an NCCL timeout with WANDB_API_KEY=... set
+    assert signalled(KIND, "NCCL watchdog timeout. My setup: WANDB_API_KEY=0123abcd, WANDB_MODE=online, wandb==0.19.0") is None
 
 
 def test_transformers_5_defaults_report_to_none_and_the_check_prints_it(tmp_path) -> None:
