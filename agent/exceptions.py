@@ -88,10 +88,22 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             top = (module or thing).split(".")[0] if name in ("module_missing", "import_name") else thing
             frames = [m for earlier in lines[max(0, index - 60):index] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
-            own = _own_kinds().get(name, "") if top and top not in _third_party() else ""
+            own = (_own_kinds().get(name, "") if top and (top not in _third_party() or _runs_from_checkout(top, frames))
+                   else "")
             return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own,
                           _named_kind(name, {"thing": thing, "module": module}))
     return None
+
+
+INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]|\.egg[/\\]")
+
+
+def _runs_from_checkout(top: str, frames: Sequence[re.Match[str]]) -> bool:
+    """A frame above the error runs a file inside a folder named ``top`` that no installation holds (a repository's
+    checkout, ``.../src/llamafactory/launcher.py``): the package's own code runs, yet ``import top`` fails, so the
+    project's own package is not importable where the job runs, even where a published package bears its name."""
+    return any(top in PurePosixPath(frame["file"].replace("\\", "/")).parts[:-1] and not INSTALLED.search(frame["file"])
+               for frame in frames)
 
 
 def names_agree(raised: Raised, text: str) -> bool:

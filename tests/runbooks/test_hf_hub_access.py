@@ -40,6 +40,11 @@ LINES = [
     "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded "
     "with url: /acme/lm/resolve/main/config.json (Caused by NameResolutionError(\"HTTPSConnection(host='huggingface.co', "
     "port=443): Failed to resolve 'huggingface.co' ([Errno -2] Name or service not known)\"))",
+    "urllib3.exceptions.ConnectTimeoutError: (<urllib3.connection.HTTPSConnection object at 0x7f3a2c1d0>, 'Connection "
+    "to huggingface.co timed out. (connect timeout=10)')",
+    # a generic message (NCCL's sockets print it too): it names the Hub beside the host it could not reach
+    "urllib3.exceptions.NewConnectionError: <urllib3.connection.HTTPSConnection object at 0x7f3a2c1d0>: Failed to "
+    "establish a new connection: [Errno 101] Network is unreachable (host='huggingface.co', port=443)",
 ]
 
 UNRELATED = [
@@ -91,3 +96,17 @@ def test_the_cache_folder_is_named_as_the_runbook_says() -> None:
     file_download = pytest.importorskip("huggingface_hub.file_download")
     assert file_download.repo_folder_name(repo_id="acme/lm", repo_type="model") == "models--acme--lm"
     assert file_download.repo_folder_name(repo_id="acme/set", repo_type="dataset") == "datasets--acme--set"
+
+
+def test_an_unreachable_network_names_the_hub_only_beside_the_hub() -> None:
+    """``Network is unreachable`` is generic (registry): the lead decision reads it as this kind only where the report
+    shows the kind's signal (the Hub's host, HF_ENDPOINT, "无法连接到 huggingface")."""
+    from runbooks.choose import quoted_message
+    from runbooks.registry import unsignalled_generic
+
+    bare = ["OSError: [Errno 101] Network is unreachable"]
+    found = quoted_message(bare, unsignalled_generic(bare[0]))
+    assert found is None or found[0].kind != KIND
+    hub = ["服务器无法直接连接到 huggingface", *bare]
+    found = quoted_message(hub, unsignalled_generic("\n".join(hub)))
+    assert found is not None and found[0].kind == KIND

@@ -1,0 +1,70 @@
+"""Two kinds of report the lead decision reads from what the failure printed (issue 37's hub-access and own-package
+runbooks), run as a user runs them: `ask --json` over the real shared index.
+
+- urllib3's own connection messages under a download from the Hub (``Connection to huggingface.co timed out``, and
+  ``Network is unreachable`` where the report says the Hub cannot be reached) lead with the hub-access runbook; the
+  same ``Network is unreachable`` with nothing about the Hub does not (NCCL's sockets print it too).
+- ``No module named X`` raised by a file inside a checkout's folder named X is the project's own package not
+  importable, even where a published package bears its name; the same from an installed copy is not.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agent.exceptions import recognise
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+
+def ask(cli: Any, question: str) -> dict[str, Any]:
+    done = cli("ask", "--json", "--no-probes", question)
+    assert done.returncode == 0, done.stderr[-800:]
+    return dict(json.loads(done.stdout))
+
+
+def _lead(answer: dict[str, Any]) -> str | None:
+    return (answer["lead"] or {}).get("kind")
+
+
+def test_urllib3_timing_out_on_the_hub_leads_with_hub_access(cli: Any) -> None:
+    answer = ask(cli, "loading the tokenizer fails on the cluster:\nurllib3.exceptions.ConnectTimeoutError: "
+                 "(<urllib3.connection.HTTPSConnection object at 0x7f3a2c1d0>, 'Connection to huggingface.co timed "
+                 "out. (connect timeout=10)')")
+    assert _lead(answer) == "hf_hub_access" and answer["lead"]["rule"] == "quoted"
+    assert "HF_ENDPOINT" in answer["answer"] or "HF_HUB_OFFLINE" in answer["answer"]
+
+
+def test_an_unreachable_network_is_the_hub_only_where_the_report_says_the_hub(cli: Any) -> None:
+    frames = ('  File "/opt/env/lib/python3.10/site-packages/urllib3/util/connection.py", line 73, in '
+              'create_connection\n    sock.connect(sa)\nOSError: [Errno 101] Network is unreachable')
+    hub = ask(cli, "下载模型时报错，服务器无法直接连接到 huggingface：\n" + frames)
+    assert _lead(hub) == "hf_hub_access" and hub["language"] == "zh"
+    bare = ask(cli, "my job fails at start:\n" + frames)
+    assert _lead(bare) != "hf_hub_access"
+
+
+def test_a_checkout_s_own_package_missing_is_the_own_package_runbook(cli: Any) -> None:
+    traceback = ('Traceback (most recent call last):\n'
+                 '  File "/home/me/LLaMA-Factory/src/llamafactory/launcher.py", line 15, in <module>\n'
+                 '    from llamafactory.train.tuner import run_exp\n'
+                 "ModuleNotFoundError: No module named 'llamafactory'\n"
+                 'E0822 16:10:35.525161 139625595627328 torch/distributed/elastic/multiprocessing/api.py:833] '
+                 'failed (exitcode: 1) local_rank: 0 (pid: 1754335) of binary: /usr/bin/python')
+    answer = ask(cli, "训练出错\n" + traceback)
+    assert _lead(answer) == "own_package_import" and answer["lead"]["rule"] == "own_module"
+
+
+@pytest.mark.parametrize(("frame", "own"), [
+    ("/home/me/LLaMA-Factory/src/llamafactory/launcher.py", True),  # the checkout's own code runs
+    ("C:\\work\\LLaMA-Factory\\src\\llamafactory\\cli.py", True),  # a Windows checkout
+    ("/opt/env/lib/python3.10/site-packages/llamafactory/launcher.py", False),  # an installed copy
+    ("/home/me/project/train.py", False),  # no folder of that name: a published package not installed
+])
+def test_the_frame_that_raised_tells_a_checkout_from_an_installation(frame: str, own: bool) -> None:
+    raised = recognise([f'  File "{frame}", line 15, in <module>', "    from llamafactory.train.tuner import run_exp",
+                        "ModuleNotFoundError: No module named 'llamafactory'"])
+    assert raised is not None and (raised.own_kind == "own_package_import") is own
