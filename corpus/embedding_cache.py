@@ -36,19 +36,20 @@ def shipped_path(model: str) -> Path:
     return BUILTIN_DIR / "data" / f"embeddings-{model.replace('/', '_')}.npz"
 
 
-# What one call to the model embeds at most (a longer text goes alone). A model runs in C, where Ctrl-C is not
-# seen until the call returns: calls this small (about half a second on two cores; batching more texts per
-# call gains the engines here under 10%) let `traindoc index` stop within a second instead of after a whole
-# batch (256 chunks: about a minute). What was embedded before the interruption is kept (``flush``).
+# What one call to the model embeds at most, unless the model says otherwise (``call_chars``; a longer text goes
+# alone). A model that runs in C sees Ctrl-C only when a call returns: calls this small (about half a second on two
+# cores) let `traindoc index` stop within a second. The e5 embedder takes bigger calls (its batch engine runs in
+# torch, where Ctrl-C is seen between two operations). What was embedded before the interruption is kept (``flush``).
 CALL_CHARS = 2_000
 
 
-def _calls(items: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    """``items`` (key, text) in consecutive groups of at most ``CALL_CHARS`` characters, at least one item each."""
+def _calls(items: list[tuple[str, str]], limit: int = CALL_CHARS) -> Iterator[list[tuple[str, str]]]:
+    """``items`` (key, text) sorted by length (a batch of like lengths pads little), in groups of at most ``limit``
+    characters, at least one item each."""
     group: list[tuple[str, str]] = []
     size = 0
-    for item in items:
-        if group and size + len(item[1]) > CALL_CHARS:
+    for item in sorted(items, key=lambda item: len(item[1])):
+        if group and size + len(item[1]) > limit:
             yield group
             group, size = [], 0
         group.append(item)
@@ -94,7 +95,8 @@ class EmbeddingCache:
             if key not in self._vectors:
                 first.setdefault(key, i)
         self.reused += len(keys) - len(first)
-        for call in _calls([(key, texts[i]) for key, i in first.items()]):
+        limit = (getattr(embedder, "call_chars", None) or CALL_CHARS) if first else CALL_CHARS
+        for call in _calls([(key, texts[i]) for key, i in first.items()], limit):
             fresh = embedder.embed([text for _, text in call])
             for (key, _), vector in zip(call, fresh, strict=True):
                 # float16, as the cache file keeps them: half the memory of a big build, the same vectors again

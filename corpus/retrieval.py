@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -191,6 +192,9 @@ class Retriever:
         extra = [] if plain else expansions(query)
         query_tokens = tokenize(query) + tokenize(" ".join(errors)) + tokenize(" ".join(extra))
 
+        dense = mode in ("hybrid", "dense") and self._dense is not None and self._embedder is not None
+        # The query encoder (C, the GIL released) runs while the lexical signals are counted: the same vector, sooner.
+        vector = self._query_vector(query, errors) if dense else None
         signals: dict[str, np.ndarray] = {}
         if mode in ("hybrid", "bm25"):
             signals["lexical"] = _scaled(self.snapshot.bm25.scores(query_tokens) * keep)
@@ -199,8 +203,8 @@ class Retriever:
             quoted, specific = self._error_match(errors or [query])
             signals["error"], signals["quote"] = quoted * keep, specific * keep
         cosine = None
-        if mode in ("hybrid", "dense") and self._dense is not None and self._embedder is not None:
-            cosine = self._cosines(query, errors, size, skipped=size - int(keep.sum())) * keep
+        if vector is not None:
+            cosine = self._cosines(vector(), size, skipped=size - int(keep.sum())) * keep
             signals["dense"] = (_relative(cosine, self.weights.dense_reference) if mode == "hybrid"
                                 else _absolute(cosine, self.weights.dense_floor))
 
@@ -317,17 +321,41 @@ class Retriever:
                 fused += weight * signals[name]
         return fused
 
-    def _cosines(self, query: str, errors: list[str], size: int, skipped: int = 0) -> np.ndarray:
-        """Per chunk: the cosine similarity to the question and its error lines (0 outside the nearest)."""
-        assert self._dense is not None and self._embedder is not None
+    def _query_vector(self, query: str, errors: list[str]) -> Callable[[], np.ndarray]:
+        """The question's query vector, being computed: call the result to have it. The encoder runs on a thread of
+        its own, so what the search counts meanwhile (BM25, the error lines' match) costs no time of its own."""
+        assert self._embedder is not None
         # One text: a pasted log's error lines first (they carry its meaning), then the question. The encoder's
         # cost is per token, and two texts cost twice what this one does for the same cross-validated quality.
         text = "\n".join(errors)[:2000] + "\n" + query[:2000] if errors else query[:2000]
-        if self._last_query is not None and self._last_query[0] == text:  # the same question, searched again
-            vector = self._last_query[1]
-        else:
-            vector = embed_queries(self._embedder, [text])[0]  # type: ignore[arg-type]
-            self._last_query = (text, vector)
+        last = self._last_query
+        if last is not None and last[0] == text:  # the same question, searched again
+            return lambda: last[1]
+        embedder = self._embedder
+        made: list[np.ndarray] = []
+        failed: list[BaseException] = []
+
+        def encode() -> None:
+            try:
+                made.append(embed_queries(embedder, [text])[0])  # type: ignore[arg-type]
+            except BaseException as exc:  # raised where the vector is asked for
+                failed.append(exc)
+
+        worker = threading.Thread(target=encode, name="traindoc-query-encoder", daemon=True)
+        worker.start()
+
+        def result() -> np.ndarray:
+            worker.join()
+            if failed:
+                raise failed[0]
+            self._last_query = (text, made[0])
+            return made[0]
+
+        return result
+
+    def _cosines(self, vector: np.ndarray, size: int, skipped: int = 0) -> np.ndarray:
+        """Per chunk: the cosine similarity to the question and its error lines (0 outside the nearest)."""
+        assert self._dense is not None
         # The nearest chunks among those searched: as many more as the search skips (runbooks, or documents).
         limit = min(NEAREST + skipped, size)
         if self._dense is self.snapshot and (aligned := self.snapshot.similarities(vector, limit)) is not None:

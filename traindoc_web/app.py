@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core import Troubleshooter
-from common.memory import limit_malloc_arenas
+from common.memory import fixed_mmap_threshold, limit_malloc_arenas
 from common.private import private_file
 from traindoc_web.chat import WebChat, WebOptions, is_loopback
 from traindoc_web.history import owner_of
@@ -154,6 +154,7 @@ def serve(troubleshooter: Troubleshooter, options: WebOptions, *, block: bool = 
 
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     limit_malloc_arenas(2)  # every request runs on a thread: glibc's arena per thread would keep each one's peak
+    fixed_mmap_threshold()  # a refused 5 MB paste's request body goes back to the system once it is freed
     if not is_loopback(options.host) and options.auth is None:
         logging.getLogger("traindoc").warning(
             "warning: serving on %s without authentication; anyone who can reach it can run probes. "

@@ -19,7 +19,7 @@ import secrets
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +27,11 @@ from typing import Any
 from agent.answer import Answer
 from agent.conversation import assistant_turn, user_turn
 from agent.core import Troubleshooter
-from agent.events import Event, FinalAnswer, Notice, StepFinished, StepStarted, Token
+from agent.events import FinalAnswer, Notice, StepFinished, StepStarted, Token
 from agent.feedback import FeedbackStore
 from agent.intake import NoContent, Received, intake
 from common.errors import ConfigError, TraindocError
-from common.language import language_of, say
+from common.language import Lang, language_of, say
 from common.memory import return_freed_memory
 from common.secrets import mask
 from common.surrogates import escape_surrogates
@@ -43,7 +43,8 @@ from traindoc_web.markup import probes_html, shared_json, shown, timeline_markdo
 from traindoc_web.markup import sources_html as sources_html  # one answer's sources: tests/ import it from here
 from traindoc_web.page import NEW_BROWSER
 from traindoc_web.page import sources_html as sources_panel
-from traindoc_web.upload import read_upload, upload_slot, uploaded_bundle, without_upload_path
+from traindoc_web.upload import upload_slot, uploaded_bundle, without_upload_path
+from traindoc_web.worker import Asked, Failed, Refused, Turn, Unread, Worker, answer_turn, stopped_with
 
 DEFAULT_MAX_UPLOAD_MB = 50
 log = logging.getLogger("traindoc.web")
@@ -64,14 +65,18 @@ class WebOptions:
     # A message box holds a question and a pasted error, not a log: past this the paste is refused with a line saying
     # to upload it (a 5 MB paste cost seconds of the shared server's own work before any answer, on every yield).
     max_message_chars: int = 200_000
+    # A long paste or an upload is answered in a worker process (traindoc_web.worker), within this many seconds
+    # (None: traindoc_web.worker.turn_limit_s of the settings); ``worker=False`` answers them on the server's threads.
+    worker: bool = True
+    long_turn_s: float | None = None
 
 
-BIG_TURN_CHARS = 65_536  # a turn this long (or with an upload) hands its freed heap back once answered
+BIG_TURN_CHARS = 65_536  # a turn this long (or with an upload) is answered in the worker process
 
 
 def long_turn(long: bool) -> Any:
-    """A slot among ``LONG_TURNS`` for answering a long paste (its reading and triage are the server's own work, on
-    the interpreter every user shares); a short question never waits. Past LONG_WAIT_S it is refused in one line."""
+    """A slot among ``LONG_TURNS`` for answering a long paste or an upload (in the worker process, which answers one
+    at a time); a short question never waits. Past LONG_WAIT_S it is refused in one line."""
     return upload_slot(long, LONG_TURNS, LONG_WAIT_S, busy="the server is answering other long pastes right now")
 
 
@@ -98,7 +103,7 @@ def is_loopback(host: str) -> bool:
 
 # Logs read at once from uploads: a hostile upload (a gzip bomb, a 200 MB line) costs its reader, never everyone's.
 UPLOAD_READERS = threading.BoundedSemaphore(2)
-LONG_TURNS = threading.BoundedSemaphore(1)  # long pastes answered one at a time: the other users' questions go on
+LONG_TURNS = threading.BoundedSemaphore(1)  # long pastes and uploads answered one at a time, in the worker process
 UPLOAD_WAIT_S = 5.0
 
 
@@ -131,6 +136,11 @@ class WebChat:
         except ConfigError as exc:
             log.warning("traindoc web: warning: %s; conversations will not be kept across reloads", exc.message)
             self.history = HistoryStore(path, 0)
+        # Long pastes and uploads go to a worker process (started on the first one); a model a test scripted in
+        # this process cannot go with them, so such a troubleshooter answers them here.
+        scripted = getattr(troubleshooter, "_chat_model", None) is not None
+        self.worker = (stopped_with(self, Worker(settings, options.long_turn_s))
+                       if options.worker and settings is not None and not scripted else None)
 
     # -- a turn ------------------------------------------------------------------------------------------------
     def respond(self, message: str, chat: list[dict[str, Any]], log_file: str | None, answers: list[Any],
@@ -150,47 +160,36 @@ class WebChat:
             yield chat, sources_panel(answers), message, answers, said, turns, log_file, browser
             return
         bundle = uploaded_bundle(log_file)
-        try:
-            with upload_slot(bool(log_file) and not bundle, UPLOAD_READERS, UPLOAD_WAIT_S):
-                reading, paths = read_upload(None if bundle else log_file, self.options.max_upload_mb, text)
-        except TraindocError as exc:
-            said = without_upload_path(str(exc), log_file)
+        turn = Turn(text=text, upload=None if bundle else log_file, bundle=bundle, history=list(turns),
+                    probes=self.options.host_probes, max_upload_mb=self.options.max_upload_mb)
+        events: queue.Queue[Any] = queue.Queue()  # the turn's replies (traindoc_web.worker), then its events
+        threading.Thread(target=self._work, args=(turn, events.put), daemon=True).start()
+        first = events.get()
+        if isinstance(first, Refused):  # "???", an emoji: nothing to answer, and no runbook is guessed for it
+            yield chat, sources_panel(answers), "", answers, shown(first.message), turns, log_file, browser
+            return
+        if not isinstance(first, Asked):  # the upload unread, no slot free, or the turn failed before it was read
+            said = without_upload_path(_said(first), log_file)
             chat += [{"role": "user", "content": shown(text or "(log)")}, {"role": "assistant", "content": shown(f"⚠️ {said}")}]
             turns.append(user_turn(text or "(log)"))
             self._save(username, browser, chat, answers, turns)
             yield chat, sources_panel(answers), "", answers, shown(said), turns, None, browser
             return
-        try:
-            question = intake(Received(text=text, reading=reading, logs=paths, bundle=bundle, history=list(turns),
-                                       probes=self.options.host_probes))
-        except NoContent as exc:  # "???", an emoji: nothing to answer, and no runbook is guessed for it
-            yield chat, sources_panel(answers), "", answers, shown(exc.message), turns, log_file, browser
-            return
+        paths = first.log_paths
         upload_name = Path(log_file).name if log_file else ""
-        chat.append({"role": "user", "content": shown(question.text + (f"\n\n📎 {upload_name}" if upload_name else ""))})
+        chat.append({"role": "user", "content": shown(first.text + (f"\n\n📎 {upload_name}" if upload_name else ""))})
         turn_number = sum(1 for m in chat if m.get("role") == "user")
         turn_start = len(chat)  # where this turn's answer goes
         yield chat, sources_panel(answers), "", answers, "", turns, None, browser
-        events: queue.Queue[Event | BaseException] = queue.Queue()
-
-        def work() -> None:
-            try:
-                with long_turn(len(text) > BIG_TURN_CHARS):
-                    self.troubleshooter.ask(question, on_event=events.put)
-            except BaseException as exc:  # shown in the chat, never a server traceback page
-                events.put(exc)
-
-        threading.Thread(target=work, daemon=True).start()
         steps: dict[int, int] = {}
         streamed = -1
         tokens = ""
-        asked = user_turn(question.text, log_head=reading.head, log_errors=reading.errors, log_name=upload_name if paths else "",
-                          log_paths=[str(p) for p in paths])
+        asked = user_turn(first.text, log_head=first.log_head, log_errors=first.log_errors,
+                          log_name=upload_name if paths else "", log_paths=list(paths))
         while True:
             event = events.get()
-            if isinstance(event, BaseException):
-                message_text = str(event) if isinstance(event, TraindocError) else f"internal error: {type(event).__name__}"
-                message_text = without_upload_path(message_text, log_file)  # the user knows the file by its name
+            if isinstance(event, BaseException | Failed):
+                message_text = without_upload_path(_said(event), log_file)  # the user knows the file by its name
                 chat.append({"role": "assistant", "content": shown(f"⚠️ {message_text}")})
                 turns.append(asked)
                 self._save(username, browser, chat, answers, turns)
@@ -232,11 +231,26 @@ class WebChat:
                                 "turn": turn_number})
                 turns += [asked, assistant_turn(answer, text_shown)]
                 unsaved = self._save(username, browser, chat, answers, turns)
-                if len(text) > BIG_TURN_CHARS or paths:
-                    return_freed_memory()  # a long paste's or an upload's heap back to the system, not kept for good
+                if is_long(turn) and self.worker is None:  # made here: its heap back to the system, not kept for good
+                    return_freed_memory()  # (a full collection holds the GIL: the worker hands back its own)
                 yield chat, sources_panel(answers), "", answers, unsaved, turns, None, browser
                 return
             yield chat, sources_panel(answers), "", answers, "", turns, None, browser
+
+    def _work(self, turn: Turn, put: Callable[[Any], None]) -> None:
+        """One turn, on a thread of its own, its replies to ``put``: an uploaded log holds one of UPLOAD_READERS;
+        a long paste or an upload is answered one at a time (LONG_TURNS) by the worker process, off the interpreter
+        every user shares; a short question by ``answer_turn`` here. Whatever fails is put too: shown in the chat,
+        never a server traceback page."""
+        long = is_long(turn)
+        try:
+            with upload_slot(turn.upload is not None, UPLOAD_READERS, UPLOAD_WAIT_S), long_turn(long):
+                if long and self.worker is not None:
+                    self.worker.answer(turn, put, _language(turn))
+                else:
+                    answer_turn(self.troubleshooter, turn, put)
+        except BaseException as exc:
+            put(exc)
 
     # -- conversations -----------------------------------------------------------------------------------------
     @staticmethod
@@ -342,15 +356,45 @@ class WebChat:
                                  limit=f"{self.options.max_message_chars:,}", mb=f"{self.options.max_upload_mb:g}")}
         from tools.redact import mask_json
 
+        turn = Turn(text=text, probes=self.options.host_probes)
+        if not is_long(turn):  # a short question: answered here, on the server's threads
+            try:
+                asked = intake(Received(text=text, probes=self.options.host_probes))
+            except NoContent as exc:
+                return {"error": exc.message}
+            return dict(mask_json(shared_json(self.troubleshooter.ask(asked))))
+        replies: list[Any] = []
         try:
-            asked = intake(Received(text=text, probes=self.options.host_probes))
-        except NoContent as exc:
-            return {"error": exc.message}
-        with long_turn(len(text) > BIG_TURN_CHARS):
-            answer = dict(mask_json(shared_json(self.troubleshooter.ask(asked))))
-        if len(text) > BIG_TURN_CHARS:
-            return_freed_memory()
-        return answer
+            with long_turn(True):
+                if self.worker is not None:
+                    self.worker.answer(turn, replies.append, _language(turn))
+                else:
+                    answer_turn(self.troubleshooter, turn, replies.append)
+                    return_freed_memory()
+        except TraindocError as exc:  # no slot free, past the time limit, the worker died: one line
+            return {"error": str(exc)}
+        final = next((r.answer for r in replies if isinstance(r, FinalAnswer)), None)
+        if final is None:
+            return {"error": next((_said(r) for r in replies if isinstance(r, Refused | Failed)), "no answer")}
+        return dict(mask_json(shared_json(final)))
+
+
+def is_long(turn: Turn) -> bool:
+    """A turn for the worker process: a long paste, or an upload (a log or a bundle)."""
+    return len(turn.text) > BIG_TURN_CHARS or turn.upload is not None or turn.bundle is not None
+
+
+def _language(turn: Turn) -> Lang:
+    """The language a turn's one-line failure is said in: the asker's (agent.intake decides the answer's)."""
+    said = turn.text or next((str(t.get("content") or "") for t in reversed(turn.history) if t.get("role") == "user"), "")
+    return language_of(said[:4000])
+
+
+def _said(reply: Any) -> str:
+    """A failed turn as its one line: what traindoc says of it, else the kind of internal error."""
+    if isinstance(reply, Unread | Refused | Failed):
+        return reply.message
+    return str(reply) if isinstance(reply, TraindocError) else f"internal error: {type(reply).__name__}"
 
 
 def _why(exc: BaseException) -> str:

@@ -85,11 +85,13 @@ def test_a_paste_past_the_message_limit_is_refused_at_once_saying_to_upload_it(t
 
 def test_long_pastes_are_answered_one_at_a_time_while_short_questions_never_wait(troubleshooter: Any,
                                                                                  tmp_path: Path) -> None:
-    """Issue 40 point 4: a long paste's reading and triage run on the interpreter every user shares: at most one at a
-    time (traindoc_web.chat.LONG_TURNS); a short question is not queued behind them."""
+    """Issue 40 point 4: long pastes are answered at most one at a time (traindoc_web.chat.LONG_TURNS), and a short
+    question is not queued behind them. Counted here on a chat without its worker process (``worker=False``: long
+    pastes answered on the server's threads, as for a troubleshooter with a scripted model); the worker, which
+    answers one turn at a time by construction, is tests/web/test_web_worker.py."""
     import threading
 
-    chat = WebChat(troubleshooter, WebOptions(feedback_db=tmp_path / "fb.sqlite3", history_days=0))
+    chat = WebChat(troubleshooter, WebOptions(feedback_db=tmp_path / "fb.sqlite3", history_days=0, worker=False))
     running, most, lock = [0], [0], threading.Lock()
     real_ask = troubleshooter.ask
 
