@@ -68,3 +68,17 @@ def test_the_frame_that_raised_tells_a_checkout_from_an_installation(frame: str,
     raised = recognise([f'  File "{frame}", line 15, in <module>', "    from llamafactory.train.tuner import run_exp",
                         "ModuleNotFoundError: No module named 'llamafactory'"])
     assert raised is not None and (raised.own_kind == "own_package_import") is own
+
+
+@pytest.mark.parametrize(("report", "kind"), [
+    # several consumer GPUs hang where DeepSpeed starts: its initialize broadcasts the parameters, their first collective
+    ("Training with multiple 4090 GPUs always gets stuck at deepspeed.initialize, no error is printed; a single 4090 "
+     "runs fine.", "consumer_gpu_p2p"),
+    ("4090 多卡训练，deepspeed 初始化时卡住不动，没有任何报错", "consumer_gpu_p2p"),
+    # one GPU needs no P2P: the DeepSpeed start-up runbook
+    ("On my single RTX 4090 the job gets stuck at deepspeed.initialize and never prints anything.", "deepspeed_init_hang"),
+    # data-centre GPUs: the stage named decides
+    ("On 8 A100s the job hangs at deepspeed.initialize forever.", "deepspeed_init_hang"),
+])
+def test_a_hang_on_several_consumer_gpus_is_their_p2p_first(cli: Any, report: str, kind: str) -> None:
+    assert _lead(ask(cli, report)) == kind
