@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 OWN_MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
-FRAME = re.compile(r'File "(?P<file>[^"\n]{1,400})", line (?P<line>\d{1,7})')
+FRAME = re.compile(r'File "(?P<file>[^"\n]{1,400})", line (?P<line>\d{1,7})(?:, in (?P<function>[\w<>.]{1,120}))?')
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,10 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
 
 @cache
 def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str], ...]:
-    """(exception row, the group it reads: thing or module, its pattern, the kind), in order."""
+    """(exception row, the group it reads: the thing, the module, or the function of the frame that raised it, its
+    pattern, the kind), in order."""
     return tuple((row["exception"], group, re.compile(row[group]), row["kind"]) for row in _data()["named_kinds"]
-                 for group in ("thing", "module") if group in row)
+                 for group in ("thing", "module", "function") if group in row)
 
 
 def _named_kind(name: str, groups: dict[str, str]) -> str:
@@ -91,7 +92,8 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             own = (_own_kinds().get(name, "") if top and (top not in _third_party() or _runs_from_checkout(top, frames))
                    else "")
             return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own,
-                          _named_kind(name, {"thing": thing, "module": module}))
+                          _named_kind(name, {"thing": thing, "module": module,
+                                             "function": (frames[-1]["function"] or "") if frames else ""}))
     return None
 
 

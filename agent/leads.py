@@ -150,13 +150,15 @@ def hang_stage(ev: LeadEvidence) -> Lead | None:
 def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
     """A section answers, and retrieval is about as sure of a runbook (ABOUT_AS_SURE): the runbook's checked fixes lead
     it. Where no section answers, only a runbook retrieval is sure of on its own, with its kind's signal (``_alone``);
-    never where the answering section is recorded about no kind a runbook answers (a question about training speed that
-    reads like the DeepSpeed start-up runbook is answered by the tuning section)."""
+    not where the answering section is recorded about no kind a runbook answers (a question about training speed that
+    reads like the DeepSpeed start-up runbook is answered by the tuning section), unless the report shows the runbook's
+    own kind (its signal: "very slow", "GPU utilization is low" for the slow-training runbook past a tuning section)."""
     if ev.documents is None:
         return _alone(ev)
-    if ev.best_section is not None and about_no_kind(*ev.best_section):
-        return Stop("retrieved")
     found = ev.retrieved
+    if ev.best_section is not None and about_no_kind(*ev.best_section) and (
+            found is None or (kind := kind_of_source(found.source)) is None or signalled(kind, ev.words()) is None):
+        return Stop("retrieved")
     if (found is None or (kind := kind_of_source(found.source)) is None
             or (found.confidence or 0.0) < ev.documents - ABOUT_AS_SURE):
         return None

@@ -82,3 +82,21 @@ def test_the_frame_that_raised_tells_a_checkout_from_an_installation(frame: str,
 ])
 def test_a_hang_on_several_consumer_gpus_is_their_p2p_first(cli: Any, report: str, kind: str) -> None:
     assert _lead(ask(cli, report)) == kind
+
+
+def test_a_key_missing_where_a_data_set_s_example_is_read_is_the_data_set_s_format(cli: Any) -> None:
+    traceback = ('训练时报错：\n  File "proj/scripts/finetune.py", line 70, in __getitem__\n'
+                 "    return json.loads(self.data[index]['json_dialogue'])\nKeyError: 'json_dialogue'")
+    answer = ask(cli, traceback)
+    assert _lead(answer) == "chat_template_format" and answer["lead"]["rule"] == "named_thing"
+    elsewhere = ask(cli, '  File "proj/config.py", line 12, in load_config\n    return cfg["json_dialogue"]\n'
+                         "KeyError: 'json_dialogue'")
+    assert _lead(elsewhere) is None  # a key missing from a config is no data set's format
+
+
+def test_a_report_that_shows_its_kind_leads_past_a_section_about_no_kind(cli: Any) -> None:
+    """A broad tuning section recorded about no kind stops a runbook that only reads alike; a runbook whose kind the
+    report shows (slow training's "very slow", "GPU utilization is very low") still leads past it."""
+    answer = ask(cli, "Training is very slow. I noticed that the GPU utilization is very low and the data loading "
+                      "seems to take most of each step; 8 A100s, batch size 16.")
+    assert _lead(answer) == "slow_training"
