@@ -32,8 +32,10 @@ QUERY_CHARS = 600  # of a question (and of its error lines) that the e5 query si
 # half a second on two cores. `traindoc index` stops within a second; what was embedded before is kept.
 ENGINE_CALL_CHARS = 2_000
 # A passage call of at least this many texts goes through the torch batch engine (corpus.e5_batch: twice the C
-# engine's throughput per core, the GPU where torch sees one); fewer are not worth loading torch for.
-BATCH_MIN_TEXTS = 16
+# engine's throughput per core, the GPU where torch sees one); fewer are not worth loading torch for: importing torch
+# and reading the model into it cost about 2 s on two cores, what the C engine takes for some 16 chunks of ~180
+# tokens, and the batch engine saves about half of each chunk's time past that.
+BATCH_MIN_TEXTS = 48
 # What one embedding call carries (embedding_cache groups the texts it embeds by length into calls this size): with
 # the batch engine, a few of its batches; Ctrl-C is seen between two of its torch operations.
 BATCH_CALL_CHARS = 64_000
