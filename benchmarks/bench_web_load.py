@@ -31,9 +31,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "web"))
 
 from _common import finish, parser, verdict  # noqa: E402
 from bench_web import CASES, correct, start_server, stop, wait_until_serving  # noqa: E402
+from web_server_kit import child_pids  # noqa: E402  (the tests' reading of a server's worker process)
 
 
 def rss_mb(pid: int) -> float:
@@ -45,13 +48,7 @@ def rss_mb(pid: int) -> float:
 
 def children(pid: int) -> list[int]:
     """The server's child processes (its worker, traindoc_web.worker, once a long paste started it)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
+    return child_pids(pid)
 
 
 def workers_mb(pid: int) -> float:

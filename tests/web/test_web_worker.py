@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_server_kit import WebServer, start_web
+from web_server_kit import WebServer, child_pids, start_web
 
 from agent.core import build_troubleshooter
 from common.settings import Settings
@@ -40,16 +40,6 @@ COMPARED = ("question", "answer", "brief", "citations", "verdict", "lead", "no_m
             "diagnosis")
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
 def _is_worker(pid: int) -> bool:
     try:
         return b"traindoc_web.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -59,7 +49,7 @@ def _is_worker(pid: int) -> bool:
 
 def the_worker(server: WebServer) -> int:
     """The server's one worker process (after a long turn started it)."""
-    workers = [pid for pid in _children(server.process.pid) if _is_worker(pid)]
+    workers = [pid for pid in child_pids(server.process.pid) if _is_worker(pid)]
     assert len(workers) == 1, workers
     return workers[0]
 

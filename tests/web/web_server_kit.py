@@ -29,6 +29,17 @@ START_TIMEOUT_S = 150
 ANSWER_TIMEOUT_MS = 90_000
 
 
+def child_pids(pid: int) -> list[int]:
+    """The process's children, read from /proc (a server's worker process, traindoc_web.worker)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
