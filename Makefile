@@ -30,7 +30,7 @@ browser:
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
 
 test: $(STAMP) browser
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15
 
 # Building llama-cpp-python compiles llama.cpp: over ten minutes on 2 cores, once.
 $(LLM_STAMP):
