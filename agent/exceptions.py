@@ -79,7 +79,8 @@ def _own_kinds() -> dict[str, str]:
 
 def recognise(lines: Sequence[str]) -> Raised | None:
     """The first line (of at most 400) that shows a generic exception, with what it names and where it was raised."""
-    for index, line in enumerate(lines[:400]):
+    lines = lines[:400]
+    for index, line in enumerate(lines):
         for name, pattern, check in _rows():
             if (found := pattern.search(line)) is None:
                 continue
@@ -87,7 +88,9 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             thing = (groups.get("thing") or "").strip()
             module = groups.get("module") or ""
             top = (module or thing).split(".")[0] if name in ("module_missing", "import_name") else thing
-            frames = [m for earlier in lines[max(0, index - 60):index] for m in FRAME.finditer(earlier)]
+            # its frames are above it where the paste shows it (callers put the error lines first, then the paste)
+            at = max(i for i in range(index, len(lines)) if lines[i].strip() == line.strip())
+            frames = [m for earlier in lines[max(0, at - 60):at] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
             own = (_own_kinds().get(name, "") if top and (top not in _third_party() or _runs_from_checkout(top, frames))
                    else "")

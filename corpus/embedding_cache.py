@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from corpus import BUILTIN_DIR
-from corpus.embedding import Embedder
+from corpus.embedding import Embedder, in_calls
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +46,7 @@ CALL_CHARS = 2_000
 def _calls(items: list[tuple[str, str]], limit: int = CALL_CHARS) -> Iterator[list[tuple[str, str]]]:
     """``items`` (key, text) sorted by length (a batch of like lengths pads little), in groups of at most ``limit``
     characters, at least one item each."""
-    group: list[tuple[str, str]] = []
-    size = 0
-    for item in sorted(items, key=lambda item: len(item[1])):
-        if group and size + len(item[1]) > limit:
-            yield group
-            group, size = [], 0
-        group.append(item)
-        size += len(item[1])
-    if group:
-        yield group
+    return in_calls(sorted(items, key=lambda item: len(item[1])), lambda item: len(item[1]), limit)
 
 
 class EmbeddingCache:

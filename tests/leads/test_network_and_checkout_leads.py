@@ -100,3 +100,13 @@ def test_a_report_that_shows_its_kind_leads_past_a_section_about_no_kind(cli: An
     answer = ask(cli, "Training is very slow. I noticed that the GPU utilization is very low and the data loading "
                       "seems to take most of each step; 8 A100s, batch size 16.")
     assert _lead(answer) == "slow_training"
+
+
+def test_an_error_line_given_first_is_placed_where_the_paste_shows_it() -> None:
+    """Callers give the error lines first, then the whole paste: the frames read are those above the line's place in
+    the paste (the file that raised it), not the error lines above it."""
+    paste = ['  File "/home/me/LLaMA-Factory/src/llamafactory/launcher.py", line 15, in <module>',
+             "    from llamafactory.train.tuner import run_exp", "ModuleNotFoundError: No module named 'llamafactory'"]
+    raised = recognise([paste[-1], *paste])
+    assert raised is not None and raised.own_kind == "own_package_import"
+    assert raised.place == "/home/me/LLaMA-Factory/src/llamafactory/launcher.py:15"
