@@ -46,13 +46,31 @@ class Kind:
         return _compiled(self.signal_patterns)
 
     def signal_in(self, text: str) -> str | None:
-        """The words of ``text`` that tell this kind from its neighbours, or None."""
-        return next((found.group(0) for pattern in self.signals if (found := pattern.search(text)) is not None), None)
+        """The words of ``text`` that tell this kind from its neighbours, or None. Words the report denies ("to avoid
+        OOM", "no NaN", "没有出现 OOM") are not its failure."""
+        return next((found.group(0) for pattern in self.signals for found in pattern.finditer(text)
+                     if not denied(text, found.start())), None)
 
     def detail_in(self, text: str) -> str | None:
         """The follow-up detail of ``text`` that makes this kind the one that differs, or None."""
         found = next((m for p in _compiled(self.detail_patterns) if (m := p.search(text)) is not None), None)
         return found.group(0) if found is not None else None
+
+
+# A report's words that deny what follows them, with at most a filler word between: "to avoid OOM", "no more NaN",
+# "isn't an OOM", "没有出现 OOM", "避免 OOM". Read back from where a signal starts, on its own line.
+DENIED = re.compile(
+    r"(?:(?<![\w'])(?:no|not|without|never|avoid(?:s|ed|ing)?|prevent(?:s|ed|ing)?)|n't)"
+    r"(?:\s+(?:a|an|the|any|more|getting|hitting|seeing|causing))?\s+$"
+    r"|(?:没有|没|不是|并非|避免|防止|不会)(?:出现|发生|遇到|再)?\s*$",
+    re.IGNORECASE)
+DENIAL_REACH = 40  # characters before a signal read for a denial
+
+
+def denied(text: str, start: int) -> bool:
+    """Whether the words just before ``start`` deny what starts there."""
+    before = text[max(0, start - DENIAL_REACH):start]
+    return DENIED.search(before.rpartition("\n")[2]) is not None
 
 
 @cache

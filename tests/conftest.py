@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clikit import BIN, ROOT, CliRunner, isolated_env, run_cli
+
+# A suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT ignored, and so would
+# every process it starts: the tests that press Ctrl-C on traindoc would see nothing happen. Python's own handler, as
+# under a terminal (a process started from here gets the default disposition at exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

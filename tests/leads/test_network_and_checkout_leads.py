@@ -75,6 +75,9 @@ def test_the_frame_that_raised_tells_a_checkout_from_an_installation(frame: str,
     ("Training with multiple 4090 GPUs always gets stuck at deepspeed.initialize, no error is printed; a single 4090 "
      "runs fine.", "consumer_gpu_p2p"),
     ("4090 多卡训练，deepspeed 初始化时卡住不动，没有任何报错", "consumer_gpu_p2p"),
+    # Chinese counts GPUs with a measure word ("两卡", "双卡", "四块"): still several of them
+    ("我的 4090 两卡训练卡在第一个 all_reduce，一直不动", "consumer_gpu_p2p"),
+    ("双卡3090 跑 DDP，初始化之后就卡住了", "consumer_gpu_p2p"),
     # one GPU needs no P2P: the DeepSpeed start-up runbook
     ("On my single RTX 4090 the job gets stuck at deepspeed.initialize and never prints anything.", "deepspeed_init_hang"),
     # data-centre GPUs: the stage named decides

@@ -34,6 +34,7 @@ LINES = [
     "      RuntimeError: Error compiling objects for extension",
     "vllm 0.6.3 requires torch==2.4.0, but you have torch 2.5.1 which is incompatible.",
     "  × Getting requirements to build wheel did not run successfully.",
+    "  × python setup.py bdist_wheel did not run successfully.",  # pip up to 25.2 built setup.py projects so
     "ERROR: Failed to build installable wheels for some pyproject.toml based projects (flash-attn)",
     "  ERROR: Failed building wheel for flash-attn",
 ]
@@ -106,6 +107,10 @@ class Failed:
 
 print(rendered(InstallationSubprocessError(command_description="Getting requirements to build wheel", exit_code=1,
                                            output_lines=None)))
+# pip up to 25.2 built a setup.py project with "python setup.py bdist_wheel" (operations/build/wheel_legacy.py), its
+# failure rendered by the same error class
+print(rendered(InstallationSubprocessError(command_description="python setup.py bdist_wheel", exit_code=1,
+                                           output_lines=None)))
 print(rendered(InstallWheelBuildError([Failed()])))
 logger = logging.getLogger("pip._internal.commands.install")
 logger.addHandler(logging.StreamHandler(__import__("sys").stdout))
@@ -128,6 +133,7 @@ def _pip_output() -> str:
 def test_pip_prints_the_build_failures_as_listed() -> None:
     shown = _pip_output()
     for message in ("Getting requirements to build wheel did not run successfully",
+                    "python setup.py bdist_wheel did not run successfully",
                     "Failed to build installable wheels for some pyproject.toml based projects",
                     "Failed building wheel for flash-attn"):
         assert message in shown, shown
