@@ -232,3 +232,25 @@ def test_every_stated_fact_has_its_words_in_every_language() -> None:
     for fact in (row["name"] for row in data["facts"]):
         for lang in ("en", "zh"):
             assert say(f"fact_{fact.replace(' ', '_')}", lang), (fact, lang)
+
+
+def test_a_runbook_nearly_as_sure_leads_past_a_section_whose_kinds_the_report_does_not_show() -> None:
+    from agent.leads import ABOUT_AS_SURE, LESS_SURE_PAST_AN_UNSHOWN_KIND, Retrieved
+
+    host = Retrieved(runbooks()[("host_oom", "en")].source, 0.75)
+    gpu_oom_section = ("corpus/001_8c5ded5e8229fdf4.txt", "指南: 故障排查 (`TROUBLESHOOTING.md`) > 问题 1: `CUDA out of memory` (显存不足)")
+    slow_section = ("corpus/004_f7d4acab9feaf887.txt", "故障排除指南 > 训练问题 > 问题：训练极其缓慢")
+    killed = "training got slower and slower, then the process was Killed while host RAM filled up"
+    assert ABOUT_AS_SURE < 0.85 - 0.75 <= LESS_SURE_PAST_AN_UNSHOWN_KIND
+    for section in (gpu_oom_section, slow_section):  # about a kind the report does not show; about no kind
+        lead = decide(LeadEvidence(killed, None, [], "en", host, 0.85, section))
+        assert lead is not None and lead.kind == "host_oom" and lead.rule == "retrieved", (section, lead)
+        far = decide(LeadEvidence(killed, None, [], "en", Retrieved(host.source, 0.65), 0.85, section))
+        assert far is None or far.kind != "host_oom"
+    # the report shows the section's own kind too: the section's likeness counts, the runbook must be as sure
+    both = killed + "\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    lead = decide(LeadEvidence(both, None, [], "en", host, 0.85, gpu_oom_section))
+    assert lead is None or lead.rule != "retrieved" or lead.kind != "host_oom", lead
+    # a team's section (not recorded) is not judged: the ordinary margin holds
+    team = decide(LeadEvidence(killed, None, [], "en", host, 0.85, ("/team/wiki/memory.md", "Memory > Slow steps")))
+    assert team is None or team.kind != "host_oom" or team.rule != "retrieved", team
