@@ -29,8 +29,12 @@ browser:
 	  { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
 
+# The suite runs in one worker per core (at most 4), each test file whole on one worker: its module fixtures
+# (built indexes, started servers) are made once. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+
 test: $(STAMP) browser
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 # Building llama-cpp-python compiles llama.cpp: over ten minutes on 2 cores, once.
 $(LLM_STAMP):
