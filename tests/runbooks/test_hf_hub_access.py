@@ -80,9 +80,10 @@ def test_the_full_disk_still_picks_its_own_runbook() -> None:
 
 def test_offline_with_an_empty_cache_prints_the_offline_message(tmp_path: Path) -> None:
     hub = pytest.importorskip("huggingface_hub")
+    errors = pytest.importorskip("huggingface_hub.errors")  # a lazy submodule: not an attribute until imported
     for download in (lambda: hub.hf_hub_download("acme/lm", "config.json", cache_dir=tmp_path, local_files_only=True),
                      lambda: hub.snapshot_download("acme/lm", cache_dir=tmp_path, local_files_only=True)):
-        with pytest.raises(hub.errors.LocalEntryNotFoundError, match=re.escape(_message(5))):
+        with pytest.raises(errors.LocalEntryNotFoundError, match=re.escape(_message(5))):
             download()
 
 
@@ -110,3 +111,27 @@ def test_an_unreachable_network_names_the_hub_only_beside_the_hub() -> None:
     hub = ["服务器无法直接连接到 huggingface", *bare]
     found = quoted_message(hub, unsignalled_generic("\n".join(hub)))
     assert found is not None and found[0].kind == KIND
+
+
+@pytest.mark.parametrize("report", [
+    "from_pretrained on a local folder hangs for five minutes: the library calls the huggingface hub api for the model "
+    "card, and our cluster has no internet access",
+    "load_dataset is stuck: it keeps retrying snapshot_download on nodes without internet",
+    "训练脚本启动后一直卡住，卡在 huggingface 下载模型那一步，服务器是内网环境",
+])
+def test_a_job_that_hangs_waiting_on_the_hub_is_led_by_hub_access(report: str) -> None:
+    from agent.leads import LeadEvidence, decide
+
+    lead = decide(LeadEvidence(report, None, [], "zh" if "卡住" in report else "en"))
+    assert lead is not None and lead.kind == "hf_hub_access" and lead.rule == "hang_stage", lead
+
+
+def test_an_air_gapped_cluster_alone_names_no_hub_stage() -> None:
+    from agent.leads import LeadEvidence, decide
+    from runbooks.registry import signalled
+
+    report = "NCCL all_reduce hangs on our air-gapped cluster with no internet access, 2 nodes of 8 A100"
+    lead = decide(LeadEvidence(report, None, [], "en"))
+    assert lead is None or lead.kind != "hf_hub_access", lead
+    assert signalled("hf_hub_access", report) is not None  # the machine's isolation is the kind's signal, not its stage
+    assert signalled("hf_hub_access", "offline RL with a PPO trainer diverges") is None
