@@ -384,11 +384,12 @@ class WebRun:
 def start_web_run(base: Path, index: Path, no_probes: bool) -> WebRun:
     sys.path[:0] = [str(TESTS), str(TESTS / "web")]
     import web_server_kit as kit
+    from browser_kit import BROWSER_ARGS, CHROMIUM
     from playwright.sync_api import sync_playwright
 
     server = kit.start_web(base, index, env={"TRAINDOC_PROBE_TIMEOUT": "10"})  # its own probes, as it has them
     playwright = sync_playwright().start()
-    browser = playwright.chromium.launch(executable_path=kit.CHROMIUM, headless=True, args=kit.BROWSER_ARGS)
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
 
     def stop() -> None:
         browser.close()

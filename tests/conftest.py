@@ -12,8 +12,10 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from browser_kit import launched
 from clikit import BIN, ROOT, CliRunner, isolated_env, run_cli
 
 # A suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT ignored, and so would
@@ -51,6 +53,13 @@ def shared_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     data = Path(env["TRAINDOC_DATA_DIR"])
     (data / "build-report.txt").write_text(result.stdout, encoding="utf-8")
     yield data
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """The test process's one Chromium (browser_kit: a second Playwright in one process fails)."""
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture

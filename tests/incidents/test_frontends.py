@@ -5,7 +5,6 @@ Web API) processes over a copy of the session's index."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from pathlib import Path
@@ -19,7 +18,6 @@ from frontends import SIGNING_SECRET, form, free_port, post_to_slack_bot, server
 pytestmark = pytest.mark.slow
 SOCKET_LOG = (ROOT / "tests" / "jobs" / "data" / "pastes" / "nccl_socket_creation.log").read_text(encoding="utf-8")
 ELSEWHERE = SOCKET_LOG.replace("node7:5531", "node12:8812").replace("[3]", "[5]").replace("10.2.0.7", "10.2.0.12")
-CHROMIUM = "/usr/bin/chromium"
 XOXB = "xoxb-" + "2222222222-3333333333-ZyXwVuTsRqPoNmLkJiHgFeDc"
 
 
@@ -36,38 +34,34 @@ def wait_until(check: Any, what: str, timeout: float = 60) -> Any:
     return found
 
 
-def test_the_web_thumbs_up_with_a_note_is_recognised_next_time(shared_index: Path, tmp_path: Path) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_the_web_thumbs_up_with_a_note_is_recognised_next_time(shared_index: Path, tmp_path: Path, browser: Any) -> None:
     port = free_port()
     process = start(["web", "--port", str(port)], server_env(tmp_path, shared_index, {"TRAINDOC_PROBE_TIMEOUT": "5"}),
                     tmp_path / "web.log", port)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_selector("#question textarea:enabled")
-            assert not page.locator("#fixed-row").is_visible()  # no note field before a 👍
-            ask(page, SOCKET_LOG, answers=1)
-            page.locator("#chat button[aria-label='Like']").first.click()
-            page.wait_for_selector("#fixed-note textarea")
-            page.fill("#fixed-note textarea", f"set NCCL_SOCKET_FAMILY=AF_INET on node7, token {XOXB}")
-            page.click("#save-note")
-            page.wait_for_function("() => document.querySelector('#status').innerText.includes('kept with the incident')")
-            incident = wait_until(lambda: [i for i in kept(tmp_path) if i["note"]], "the note")[0]
-            assert incident["channel"] == "web" and incident["hosts"] == ["node7"] and XOXB not in json.dumps(incident)
-            assert incident["note"] == "set NCCL_SOCKET_FAMILY=AF_INET on node7, token ***"
+        page = context.new_page()
+        page.set_default_timeout(90_000)
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("#question textarea:enabled")
+        assert not page.locator("#fixed-row").is_visible()  # no note field before a 👍
+        ask(page, SOCKET_LOG, answers=1)
+        page.locator("#chat button[aria-label='Like']").first.click()
+        page.wait_for_selector("#fixed-note textarea")
+        page.fill("#fixed-note textarea", f"set NCCL_SOCKET_FAMILY=AF_INET on node7, token {XOXB}")
+        page.click("#save-note")
+        page.wait_for_function("() => document.querySelector('#status').innerText.includes('kept with the incident')")
+        incident = wait_until(lambda: [i for i in kept(tmp_path) if i["note"]], "the note")[0]
+        assert incident["channel"] == "web" and incident["hosts"] == ["node7"] and XOXB not in json.dumps(incident)
+        assert incident["note"] == "set NCCL_SOCKET_FAMILY=AF_INET on node7, token ***"
 
-            ask(page, ELSEWHERE, answers=2)
-            answer = page.locator("#chat .bot-row").last.locator(".message").first.inner_text()
-            first = answer.strip().splitlines()[0]
-            assert first.startswith("Seen before:") and incident["date"] in first and "node7" in first, answer[:400]
-            assert "set NCCL_SOCKET_FAMILY=AF_INET on node7" in first and "node12" in answer
-            browser.close()
+        ask(page, ELSEWHERE, answers=2)
+        answer = page.locator("#chat .bot-row").last.locator(".message").first.inner_text()
+        first = answer.strip().splitlines()[0]
+        assert first.startswith("Seen before:") and incident["date"] in first and "node7" in first, answer[:400]
+        assert "set NCCL_SOCKET_FAMILY=AF_INET on node7" in first and "node12" in answer
     finally:
+        context.close()
         stop(process)
 
 

@@ -6,13 +6,12 @@ it); the auth tests start their own. Every server is stopped by killing its proc
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from web_server_kit import BROWSER_ARGS, CHROMIUM, WebServer, start_web
+from web_server_kit import WebServer, start_web
 
 
 @pytest.fixture(scope="session")
@@ -22,19 +21,6 @@ def web_server(shared_index: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 class RecordedPage:

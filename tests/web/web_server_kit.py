@@ -22,9 +22,6 @@ from typing import Any
 
 from clikit import BIN, ROOT, isolated_env
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run"]
-CHROMIUM = "/usr/bin/chromium"
 START_TIMEOUT_S = 150
 ANSWER_TIMEOUT_MS = 90_000
 
