@@ -164,23 +164,24 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
         return Stop("retrieved")
     if found is None or (kind := kind_of_source(found.source)) is None:
         return None
-    if (words := signalled(kind, ev.words())) is None:
+    text = ev.words()
+    if (words := signalled(kind, text)) is None:
         return None  # a likeness alone, nothing in the report that tells this kind from its neighbours
-    past_unshown = _section_kind_unshown(ev) and _distinctive(kind, words)
+    past_unshown = _section_kind_unshown(ev, text) and _distinctive(kind, words)
     if (found.confidence or 0.0) < ev.documents - (LESS_SURE_PAST_AN_UNSHOWN_KIND if past_unshown else ABOUT_AS_SURE):
         return None
     return Lead(kind, "retrieved", words, found.confidence, False)
 
 
-def _section_kind_unshown(ev: LeadEvidence) -> bool:
-    """The answering section is about no failure kind, or about kinds the report shows the signal of none of: its
-    likeness rests on words the kinds share, not on what tells them apart."""
+def _section_kind_unshown(ev: LeadEvidence, text: str) -> bool:
+    """The answering section is about no failure kind, or about kinds none of whose signals ``text`` (the report's
+    words) shows: its likeness rests on words the kinds share, not on what tells them apart."""
     if ev.best_section is None:
         return False
     if about_no_kind(*ev.best_section):
         return True
     kinds = section_kinds(*ev.best_section).kinds  # none: a section not recorded (a team's document) is not judged
-    return bool(kinds) and all(signalled(kind, ev.words()) is None for kind in kinds)
+    return bool(kinds) and all(signalled(kind, text) is None for kind in kinds)
 
 
 def _distinctive(kind: str, words: str) -> bool:

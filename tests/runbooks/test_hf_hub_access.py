@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from runbook_messages import assert_a_line_per_message, assert_picks
 
+from common.language import Lang
 from runbooks.catalog import runbooks
 from runbooks.choose import for_lines
 
@@ -113,16 +114,16 @@ def test_an_unreachable_network_names_the_hub_only_beside_the_hub() -> None:
     assert found is not None and found[0].kind == KIND
 
 
-@pytest.mark.parametrize("report", [
-    "from_pretrained on a local folder hangs for five minutes: the library calls the huggingface hub api for the model "
-    "card, and our cluster has no internet access",
-    "load_dataset is stuck: it keeps retrying snapshot_download on nodes without internet",
-    "训练脚本启动后一直卡住，卡在 huggingface 下载模型那一步，服务器是内网环境",
+@pytest.mark.parametrize(("report", "lang"), [
+    ("from_pretrained on a local folder hangs for five minutes: the library calls the huggingface hub api for the model "
+     "card, and our cluster has no internet access", "en"),
+    ("load_dataset is stuck: it keeps retrying snapshot_download on nodes without internet", "en"),
+    ("训练脚本启动后一直卡住，卡在 huggingface 下载模型那一步，服务器是内网环境", "zh"),
 ])
-def test_a_job_that_hangs_waiting_on_the_hub_is_led_by_hub_access(report: str) -> None:
+def test_a_job_that_hangs_waiting_on_the_hub_is_led_by_hub_access(report: str, lang: Lang) -> None:
     from agent.leads import LeadEvidence, decide
 
-    lead = decide(LeadEvidence(report, None, [], "zh" if "卡住" in report else "en"))
+    lead = decide(LeadEvidence(report, None, [], lang))
     assert lead is not None and lead.kind == "hf_hub_access" and lead.rule == "hang_stage", lead
 
 
