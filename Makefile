@@ -7,6 +7,8 @@ Q      ?= why is NCCL hanging
 
 # The project's own modules, compiled once to bytecode: an editable install is not byte-compiled as a wheel is, and
 # where PYTHONDONTWRITEBYTECODE is set every `ask` would compile them again (about 90 ms of a 0.4 s cold start).
+# After the index, the regular expressions a few fixed questions compile are kept the same way
+# (common/regex_snapshot.py, about 55 ms of the rest).
 PACKAGES := common advice agent corpus tools jobs runbooks traindoc_cli traindoc_web traindoc_slack evaluation incidents checks
 
 LLM_VENV  := .venv-llm
@@ -25,10 +27,12 @@ bytecode: $(STAMP)
 
 ask: $(STAMP) bytecode
 	$(VENV)/bin/traindoc index
+	@$(VENV)/bin/python -m traindoc_cli.regex_warmup >/dev/null
 	$(VENV)/bin/ask "$(Q)"
 
 index: $(STAMP) bytecode
 	$(VENV)/bin/traindoc index
+	@$(VENV)/bin/python -m traindoc_cli.regex_warmup >/dev/null
 
 # Browser tests use Debian's chromium and CJK fonts (never `playwright install`).
 browser:

@@ -8,7 +8,8 @@ start from a warm OS page cache: "cold" here means a new process, not an empty d
 cached as an installed package caches it (PYTHONDONTWRITEBYTECODE is dropped; the .pyc files go to a temp
 PYTHONPYCACHEPREFIX, written by the untimed runs): without it every run would compile the project's modules.
 One more row times `ask` with the caller's own bytecode settings (PYTHONDONTWRITEBYTECODE kept, no prefix): the
-cold start a user gets from the README's setup, whose `make` compiles the project's modules once.
+cold start a user gets from the README's setup, whose `make` compiles the project's modules once. The setup also
+writes the regex snapshot as `make` does (common/regex_snapshot.py).
 
 Timed: N runs (default 5) of each command, interleaved (torch, ask, torch, ask, ...), wall time from
 spawn to reaped exit; medians compared. The peak RSS of each process (``ru_maxrss`` from ``wait4``) is
@@ -141,6 +142,8 @@ def main() -> int:
     try:
         built = check(run_timed([script("traindoc"), "index"], env), "traindoc index")
         print(f"setup: traindoc index in {built.wall_s:.2f} s: {built.stdout.decode().strip()}")
+        warm = check(run_timed([PYTHON, "-m", "traindoc_cli.regex_warmup"], env), "regex warm-up")  # as `make` does
+        print(f"setup: {warm.stdout.decode().strip()}")
         for name, cmd, _ in commands():  # warm the page cache, and check each works
             check(run_timed(cmd, env), name)
         check(run_timed(torch_cmd(), env), "import torch")
