@@ -36,6 +36,7 @@ class Kind:
     detail_patterns: tuple[str, ...] = ()
     confirm_with: str = ""  # the command that shows this failure now and its absence after the fix (traindoc check)
     ruled_out_by: tuple[str, ...] = ()  # stated facts of the setup under which this is not the failure (one node)
+    notices: frozenset[str] = frozenset()  # those of ``messages`` a job that goes on prints too (a resolved warning)
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -94,7 +95,7 @@ def kinds() -> dict[str, Kind]:
                            tuple(row.get("signals", ())),
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
                            tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")),
-                           tuple(row.get("ruled_out_by", ())))
+                           tuple(row.get("ruled_out_by", ())), frozenset(row.get("notices", ())))
     return table
 
 
@@ -154,6 +155,13 @@ def unsignalled_generic(text: str) -> frozenset[str]:
     return frozenset(m for k in kinds().values() for m in k.generic if m not in text or k.signal_in(text) is None)
 
 
+def notices() -> frozenset[str]:
+    """Every kind's messages that a job which goes on prints too (data/kinds.json notices): accelerate's "Using
+    DeepSpeed's value", the DataLoader's suggested number of workers. They name their kind only where nothing else
+    does (runbooks.choose.quoted_message)."""
+    return frozenset(m for k in kinds().values() for m in k.notices)
+
+
 def _stated_facts() -> set[str]:
     """The facts of a setup the asker's words can state (agent/data/stated.json)."""
     return {row["name"] for row in _data("stated.json", "agent")["facts"]}
@@ -189,6 +197,7 @@ def problems() -> list[str]:
     owners: dict[str, str] = {}
     for k in table.values():
         found += [f"{k.name}: generic message {m!r} is not one of its messages" for m in sorted(k.generic - set(k.messages))]
+        found += [f"{k.name}: notice {m!r} is not one of its messages" for m in sorted(k.notices - set(k.messages))]
         if not k.signal_patterns:
             found.append(f"{k.name}: no signals tell it from its neighbours")
         found += [f"{k.name}: ruled out by {fact!r}, which agent/data/stated.json does not state"
@@ -199,5 +208,5 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "kind", "kinds", "neighbour_named", "problems", "ruled_out", "signalled", "unsignalled_generic",
+__all__ = ["Kind", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled", "unsignalled_generic",
            "yielded"]

@@ -21,6 +21,9 @@ LINES = [
     "disable_custom_all_reduce=True explicitly.",
     "node1:2338:2379 [2] NCCL INFO Channel 19/0 : 2[2] -> 1[1] via P2P/CUMEM",
     "node1:909608:910337 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    # accelerate's own check (accelerate/state.py) on RTX 40xx cards whose driver reports no P2P, before any NCCL call
+    "NotImplementedError: Using RTX 4000 series doesn't support faster communication broadband via P2P or IB. Please set "
+    '`NCCL_P2P_DISABLE="1"` and `NCCL_IB_DISABLE="1" or use `accelerate launch` which will do this automatically.',
 ]
 # Older NCCL printed the peer-access error from its P2P transport; PyTorch repeats NCCL's text under "Last error:".
 OTHER_SHAPES = [

@@ -37,6 +37,8 @@ LINES = [
     "  × python setup.py bdist_wheel did not run successfully.",  # pip up to 25.2 built setup.py projects so
     "ERROR: Failed to build installable wheels for some pyproject.toml based projects (flash-attn)",
     "  ERROR: Failed building wheel for flash-attn",
+    "  Encountered error while generating package metadata.",  # pip's MetadataGenerationFailed, then its reference:
+    "error: metadata-generation-failed",
 ]
 
 # The tail of a flash-attn source build that failed in nvcc, without MAX_JOBS: torch's ninja line names no -j.
