@@ -36,7 +36,7 @@ class Kind:
     detail_patterns: tuple[str, ...] = ()
     confirm_with: str = ""  # the command that shows this failure now and its absence after the fix (traindoc check)
     ruled_out_by: tuple[str, ...] = ()  # stated facts of the setup under which this is not the failure (one node)
-    notices: frozenset[str] = frozenset()  # those of ``messages`` a job that goes on prints too (a resolved warning)
+    notices: frozenset[str] = frozenset()  # those of ``messages`` that name it only where nothing else quoted does
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -156,9 +156,10 @@ def unsignalled_generic(text: str) -> frozenset[str]:
 
 
 def notices() -> frozenset[str]:
-    """Every kind's messages that a job which goes on prints too (data/kinds.json notices): accelerate's "Using
-    DeepSpeed's value", the DataLoader's suggested number of workers. They name their kind only where nothing else
-    does (runbooks.choose.quoted_message)."""
+    """Every kind's messages that name it only where nothing else quoted does (data/kinds.json notices): a warning a
+    job goes on past (accelerate's "Using DeepSpeed's value", the DataLoader's suggested number of workers), or a
+    list of possible causes (Ray's dead worker, the OOM killer first) that a more specific message beside it
+    settles (runbooks.choose.quoted_message)."""
     return frozenset(m for k in kinds().values() for m in k.notices)
 
 

@@ -84,14 +84,19 @@ def test_the_interpreter_of_the_one_running_job_is_probed(tmp_path: Path) -> Non
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511", "TORCHELASTIC_RUN_ID": f"probe-{os.getpid()}"}
     rank = subprocess.Popen([str(python), "-c", "import time; time.sleep(60)"], env=env, cwd=tmp_path,
                             start_new_session=True, stdin=subprocess.DEVNULL)
+    # The process table as this test's own: /proc's entry of its rank alone (other tests of a parallel run start
+    # real torchrun jobs of their own, and several jobs name no interpreter).
+    own = tmp_path / "proc"
+    own.mkdir()
+    (own / str(rank.pid)).symlink_to(Path("/proc") / str(rank.pid))
     try:
         deadline = time.monotonic() + 10
         found = None
         while time.monotonic() < deadline and found is None:
-            found = running_job_python()
+            found = running_job_python(own)
             time.sleep(0.2)
         assert found == str(python)
     finally:
         os.killpg(rank.pid, signal.SIGKILL)
         rank.wait()
-    assert running_job_python() is None  # no job running: nothing is guessed from it
+    assert running_job_python(own) is None  # no job running: nothing is guessed from it

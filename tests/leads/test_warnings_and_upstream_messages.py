@@ -147,3 +147,23 @@ def test_bf16_in_use_is_not_bf16_unsupported(text: str) -> None:
 ])
 def test_bf16_on_a_gpu_without_it_signals_the_kind(text: str) -> None:
     assert signalled("bf16_unsupported", text) is not None
+
+
+RAY_DEAD_WORKER = ("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+                   "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
+                   "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. "
+                   "(2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other "
+                   "unexpected errors.")
+
+
+def test_rays_own_memory_kill_and_its_dead_worker_are_the_host_running_out() -> None:
+    ray_oom = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\nMemory on the "
+               "node (IP: 10.0.0.3) was 121.35GB / 125.53GB (0.966714), which exceeds the memory usage threshold of 0.95.")
+    assert lead_of("my GRPO run under Ray dies at the rollout\n" + ray_oom) == "host_oom"
+    assert lead_of("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+                   + RAY_DEAD_WORKER) == "host_oom"
+
+
+def test_rays_list_of_possible_causes_yields_to_the_cause_printed_beside_it() -> None:
+    illegal = "(RayWorkerWrapper pid=2815) RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert lead_of("\n".join([illegal, RAY_DEAD_WORKER])) == "cuda_illegal_access"
