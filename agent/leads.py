@@ -166,7 +166,9 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
         return None
     text = ev.words()
     if (words := signalled(kind, text)) is None:
-        return None  # a likeness alone, nothing in the report that tells this kind from its neighbours
+        # a likeness alone, nothing in the report that tells this kind from its neighbours; unless it shows the
+        # neighbour this kind yields to (registry: yields_to), read alike and told apart by the report's own words
+        return _yielded_likeness(kind, text, found, ev.documents)
     past_unshown = _section_kind_unshown(ev, text) and _distinctive(kind, words)
     if (found.confidence or 0.0) < ev.documents - (LESS_SURE_PAST_AN_UNSHOWN_KIND if past_unshown else ABOUT_AS_SURE):
         return None
@@ -198,7 +200,20 @@ def _alone(ev: LeadEvidence) -> Lead | None:
     if found is None or kind is None or (found.confidence or 0.0) < RUNBOOK_ALONE:
         return None
     words = signalled(kind, ev.words())
-    return Lead(kind, "retrieved", words, found.confidence, False) if words is not None else None
+    if words is None:
+        return _yielded_likeness(kind, ev.words(), found, None)
+    return Lead(kind, "retrieved", words, found.confidence, False)
+
+
+def _yielded_likeness(kind: str, text: str, found: Retrieved, documents: float | None) -> Lead | None:
+    """Retrieval's runbook is of a kind the report shows nothing of, and the report shows the neighbour that kind
+    yields to (registry: yields_to; NCCL's invalid argument and the P2P that consumer GPUs lack read alike): the
+    neighbour leads, as sure as retrieval was of the runbook and, where a section answers, about as sure as of it."""
+    if (other := yielded(kind, text)) is None:
+        return None
+    if documents is not None and (found.confidence or 0.0) < documents - ABOUT_AS_SURE:
+        return None
+    return Lead(other[0], "retrieved", other[1], found.confidence, False)
 
 
 def section_kind(ev: LeadEvidence) -> Lead | None:

@@ -167,3 +167,18 @@ def test_rays_own_memory_kill_and_its_dead_worker_are_the_host_running_out() -> 
 def test_rays_list_of_possible_causes_yields_to_the_cause_printed_beside_it() -> None:
     illegal = "(RayWorkerWrapper pid=2815) RuntimeError: CUDA error: an illegal memory access was encountered"
     assert lead_of("\n".join([illegal, RAY_DEAD_WORKER])) == "cuda_illegal_access"
+
+
+def test_a_likeness_of_a_kind_the_report_shows_nothing_of_yields_to_the_neighbour_it_shows() -> None:
+    """Retrieval finds NCCL's invalid-argument runbook most alike; the report says nothing of an invalid argument but
+    names its RTX 4090s and P2P: the kind it yields to (registry: yields_to) leads, on the report's own words."""
+    from agent.leads import Retrieved
+
+    report = ("Training fails with an NCCL error saying peer-to-peer (P2P) access is not supported between the GPUs, "
+              "although NCCL_P2P_DISABLE=1 is exported. GPUs: 4x RTX 4090")
+    found = Retrieved("corpus/runbooks/en/nccl_invalid_argument.md", 0.96)
+    lead = decide(LeadEvidence(report, None, [], "en", found, 0.67, ("corpus/002_x.txt", "a section")))
+    assert lead is not None and lead.kind == "consumer_gpu_p2p", lead
+    invalid = "NCCL WARN Cuda failure 'invalid argument' in NVLS setup on our H100 node"
+    lead = decide(LeadEvidence(invalid, None, [], "en", found, 0.67, ("corpus/002_x.txt", "a section")))
+    assert lead is not None and lead.kind == "nccl_invalid_argument", lead
