@@ -23,7 +23,7 @@ HANG_WORDS = re.compile(r"(?i)(?<![a-z_])(?:hang|hangs|hanging|hung|stuck(?:s|ed
                         r"no progress|not progressing|"
                         r"deadlock(?:s|ed)?|(?:sits?|sitting|waits?|waiting|blocks?|blocked|stays?|staying) (?:there |idle )?forever|"
                         r"never (?:returns|finishes|completes|proceeds))(?![a-z_])|"
-                        r"卡住|卡死|卡在|挂起|不动|一直在等|一直等待|没有?反应|无响应|没有?动静")
+                        r"卡住|卡死|卡在|挂起|不动|一直在等|一直等待|没有反应|无响应|没有?动静")
 
 # What went wrong first. `rank` is None when no single rank is to blame.
 Category = Literal[

@@ -40,7 +40,7 @@ class Kind:
 
     @property
     def specific(self) -> tuple[str, ...]:
-        return tuple(m for m in self.messages if m not in self.generic)
+        return tuple(m for m in self.messages if m not in self.generic and m not in self.notices)
 
     @property
     def signals(self) -> tuple[re.Pattern[str], ...]:
@@ -48,9 +48,12 @@ class Kind:
 
     def signal_in(self, text: str) -> str | None:
         """The words of ``text`` that tell this kind from its neighbours, or None. Words the report denies ("to avoid
-        OOM", "no NaN", "没有出现 OOM") are not its failure."""
+        OOM", "no NaN", "没有出现 OOM") are not its failure, nor are the words of the kind's own notices (Ray's list
+        of possible causes names the OOM killer whatever killed the worker)."""
+        inside = [(at, at + len(m)) for m in self.notices for at in _occurrences(text, m)]
         return next((found.group(0) for pattern in self.signals for found in pattern.finditer(text)
-                     if not denied(text, found.start())), None)
+                     if not denied(text, found.start())
+                     and not any(start <= found.start() < end for start, end in inside)), None)
 
     def detail_in(self, text: str) -> str | None:
         """The follow-up detail of ``text`` that makes this kind the one that differs, or None."""
@@ -66,6 +69,14 @@ DENIED = re.compile(
     r"|(?:没有|没|不是|并非|避免|防止|不会)(?:出现|发生|遇到|再)?\s*$",
     re.IGNORECASE)
 DENIAL_REACH = 40  # characters before a signal read for a denial
+
+
+def _occurrences(text: str, message: str) -> list[int]:
+    found, at = [], text.find(message)
+    while at >= 0:
+        found.append(at)
+        at = text.find(message, at + len(message))
+    return found
 
 
 def denied(text: str, start: int) -> bool:
