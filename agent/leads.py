@@ -199,9 +199,9 @@ def _alone(ev: LeadEvidence) -> Lead | None:
     kind = kind_of_source(found.source) if found is not None else None
     if found is None or kind is None or (found.confidence or 0.0) < RUNBOOK_ALONE:
         return None
-    words = signalled(kind, ev.words())
-    if words is None:
-        return _yielded_likeness(kind, ev.words(), found, None)
+    text = ev.words()
+    if (words := signalled(kind, text)) is None:
+        return _yielded_likeness(kind, text, found, None)
     return Lead(kind, "retrieved", words, found.confidence, False)
 
 

@@ -77,15 +77,15 @@ def for_lines(lines: Sequence[str]) -> Runbook | None:
 def quoted_message(lines: Sequence[str], generic: Collection[str] = ()) -> tuple[Runbook, str] | None:
     """(the English runbook, the line) whose message the pasted error lines (or the question) show, if any. A progress line that
     healthy runs print too ("Initializing TorchBackend in DeepSpeed") counts only where the lines say the job hangs
-    or end with it: in the middle of a paste whose error is something else, it is only the job's start-up. A warning
-    the job goes on past (registry notices: accelerate's "Using DeepSpeed's value") counts only where no other
-    message is quoted and the lines do not say the job hangs. A runbook
+    or end with it: in the middle of a paste whose error is something else, it is only the job's start-up. A notice
+    (registry: a warning the job goes on past, accelerate's "Using DeepSpeed's value"; a list of possible causes,
+    Ray's dead worker) counts only where no other message is quoted and the lines do not say the job hangs. A runbook
     whose kind only a diagnosis tells apart (DIAGNOSED_ONLY) is not chosen by a pasted line."""
     last = next((line for line in reversed(lines) if line.strip()), "")
     hang = any(HANG_WORDS.search(line) for line in lines[:400])
     skip = [*generic, *([] if hang else [m for m in _progress() if m not in last])]
     books = [book for book in _kinds().values() if not (book.triage and set(book.triage) <= DIAGNOSED_ONLY)]
-    resolved = notices()  # a warning the job went on past: it names its kind only where nothing else is quoted
+    resolved = notices()  # they name their kind only where nothing else is quoted
     if (found := _best_quoted(books, lines, [*skip, *resolved])) is not None:
         return found
     if any(HANG_WORDS.search(line) for line in lines[:400] if not any(n in line for n in resolved)):

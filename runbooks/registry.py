@@ -166,6 +166,7 @@ def unsignalled_generic(text: str) -> frozenset[str]:
     return frozenset(m for k in kinds().values() for m in k.generic if m not in text or k.signal_in(text) is None)
 
 
+@cache
 def notices() -> frozenset[str]:
     """Every kind's messages that name it only where nothing else quoted does (data/kinds.json notices): a warning a
     job goes on past (accelerate's "Using DeepSpeed's value", the DataLoader's suggested number of workers), or a
