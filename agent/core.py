@@ -31,6 +31,7 @@ from corpus.errorlines import pasted_first
 from jobs.diagnosis import HANG_WORDS, JobDiagnosis
 
 log = logging.getLogger(__name__)
+ALONE_ANSWERS = 0.55
 QUOTES_IT = 0.8  # share of a section's quoted error message the question shows, for the section to be about it
 
 
@@ -270,7 +271,7 @@ class Troubleshooter:
         if not no_match and (ruled := ruled_out_sections(citations, stated_facts("\n".join([asked, *errors])))):
             citations = [replace(c, n=i) for i, c in enumerate((c for c in citations if c not in ruled), 1)]
             no_match = not citations  # nor one about a kind the stated setup rules out (CUDA's, for an Ascend NPU)
-        from agent.lead import about_finding, documents_after, hang_stage, lead_with, leading
+        from agent.lead import about_finding, documents_after, lead_with, leading, names_the_failure_whole
         from agent.leads import LeadEvidence, Retrieved
 
         runbook, lead = None, None
@@ -289,8 +290,10 @@ class Troubleshooter:
             runbook, lead = chosen  # the fix follows the diagnosis: the kind's runbook leads
             confidence = lead.confidence
             citations = documents_after(runbook, lead.established, citations, quoting, retrieved,
-                                        hang_stage(asked, job, runbook))
+                                        names_the_failure_whole(lead, asked, job, runbook))
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
+        elif not no_match and confidence is not None and confidence < ALONE_ANSWERS:
+            citations, nearest, no_match = [], citations[:3], True
         evidence = self._machine_evidence(question, job, diagnosis)
         citations = [reviewed(c, lang, evidence) for c in citations]  # nothing is shown unchecked
         nearest = [reviewed(c, lang, evidence) for c in nearest]

@@ -69,21 +69,29 @@ def _about_a_relative_only(kind: str, citation: Citation) -> bool:
 
 
 def documents_after(book: Runbook, established: bool, answering: Sequence[Citation], quoting: Collection[str],
-                    retrieved: Sequence[Citation] = (), hang_stage: bool = False) -> list[Citation]:
+                    retrieved: Sequence[Citation] = (), named_whole: bool = False) -> list[Citation]:
     """The documents' sections cited after the runbook: those the answerability check let through (``answering``);
     where the kind is ``established`` (the diagnosis's, the pasted message's or the reported hang stage's, not a
     likeness), less those about another failure. Citing the sections recorded about the kind where none answered
     cost 2 of 25 held-out unanswerable reports their right no_match (a device-side assert is not the seed's CUDA set-up)
     and won one answerable report of 158: a kind says which failure, not that a section answers this report of it.
-    A hang is the exception (``hang_stage``: the report says the job hangs and where): a hang has no message of its
-    own for a section to differ by, so the stage names the failure whole, and the sections retrieval found
-    (``retrieved``) that are recorded about that very kind answer it although none scored as answering."""
+    The exception is evidence that names the failure whole (``named_whole``, see names_the_failure_whole), where no
+    section can differ from the report by its message: there the sections retrieval found (``retrieved``) that are
+    recorded about that very kind answer it although none scored as answering."""
     if not established:
         return list(answering)
-    if not answering and hang_stage:
+    if not answering and named_whole:
         kinds = related_kinds(book.kind)
         return [c for c in retrieved if set(section_kinds(c.source, c.section).kinds) & kinds]
     return about_the_same_failure(book, answering, quoting)
+
+
+def names_the_failure_whole(lead: Lead, text: str, job: JobDiagnosis | None, book: Runbook) -> bool:
+    """The evidence for the lead names the failure whole: a hang at the stage the runbook is about (a hang has no
+    message of its own for a section to differ by), or a missing module that is the asker's own package (the rule
+    ``own_module``: every project's package has its own name, so a section about another project's package not
+    importable is about the same failure)."""
+    return lead.rule == "own_module" or hang_stage(text, job, book)
 
 
 def hang_stage(text: str, job: JobDiagnosis | None, book: Runbook) -> bool:

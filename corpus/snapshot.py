@@ -30,7 +30,7 @@ from corpus.packed import PackError, Postings, Strings, prefixed, read_pack, wri
 from corpus.renderings import original_source
 from corpus.store import StoredChunk, snapshot_path
 
-FORMAT = "9"  # 9: a memory-mapped pack (corpus.packed), no pickle
+FORMAT = "10"  # 9: a memory-mapped pack (corpus.packed), no pickle; 10: an exception class is one word of a message
 GENERIC_SHARE = 0.8  # share of a quoted message inside a longer one, for it to be that one's head
 GENERIC_LONGER = 2.0  # how much longer the message it heads is
 GENERIC_DOCUMENTS = 3  # how many other documents quote messages it heads, for it to be generic
@@ -184,8 +184,18 @@ class KnowledgeSnapshot:
         return {c.chunk_id: i for i, c in enumerate(self.chunks)}
 
 
+# An exception's class, with the modules that qualify it (``torch.distributed.DistBackendError``).
+EXCEPTION_CLASS = re.compile(r"\b(?:[A-Za-z_]\w*\.)*([A-Z]\w*?(?:Error|Exception|Warning))\b")
+
+
 def signature(line: str) -> frozenset[str]:
-    return frozenset(t for t in tokenize(normalise(line)) if t != "#")
+    """The words of an error line, as a set. An exception's class is one word (``runtimeerror``), not the three the
+    tokenizer makes of it (``runtimeerror``, ``runtime``, ``error``): a message shares its class with every other
+    message of that class, and three shared words from one name made ``RuntimeError: NCCL timeout`` look quoted in
+    any ``RuntimeError``."""
+    classes = {m.group(1).lower() for m in EXCEPTION_CLASS.finditer(line)}
+    rest = EXCEPTION_CLASS.sub(" ", line) if classes else line
+    return frozenset({t for t in tokenize(normalise(rest)) if t != "#"} | classes)
 
 
 def _code_error_lines(text: str) -> list[str]:

@@ -67,3 +67,13 @@ def test_a_duplicate_gpu_error_is_not_followed_by_a_section_that_quotes_only_its
     assert runbook_of(answer["citations"]) == "duplicate_gpu", answer["citations"][:2]
     # the seed's CUDA compatibility section quotes only `DistBackendError: NCCL error`: it is about another failure
     assert not any("CUDA兼容性" in c["section"] for c in documents(answer["citations"])), answer["citations"]
+
+
+def test_an_exception_class_is_one_word_of_a_message() -> None:
+    """The class with its modules is one word, so two messages of one class share one word, not three."""
+    assert signature("torch.distributed.DistBackendError: NCCL error") >= {"distbackenderror", "nccl"}
+    assert not signature("torch.distributed.DistBackendError: NCCL error") & {"torch", "distributed", "backend"}
+    inplace, timeout = signature("RuntimeError: modified by an inplace operation"), signature("RuntimeError: NCCL timeout")
+    assert inplace & timeout == {"runtimeerror"}
+    index = SignatureIndex([[signature("RuntimeError: NCCL communicator was aborted after a timeout")]])
+    assert index.best_shares([inplace])[0][0] < 0.5  # the class and nothing else: the section does not quote it

@@ -85,3 +85,32 @@ def test_a_world_size_the_asker_states_names_the_rank_that_did_not_report(cli: A
              "out." for r in range(3)]
     answer = ask(cli, "\n".join([*lines, "training on 4 GPUs, world size 4"]))
     assert answer["verdict"]["where"] == "rank 3", answer["verdict"]
+
+
+def test_a_bare_runtime_error_is_explained_as_itself_not_by_a_section_quoting_another_runtime_error(cli: Any) -> None:
+    answer = ask(cli, "Traceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    loss.backward()\n"
+                 "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace "
+                 "operation: [torch.FloatTensor [4, 8]] is at version 2; expected version 1 instead.")
+    assert answer["no_match"] and answer["lead"] is None and answer["citations"] == []
+    assert "changed in place" in answer["verdict"]["cause"] and "train.py:40" in answer["verdict"]["where"]
+    assert "set_detect_anomaly(True)" in answer["verdict"]["fix"]
+
+
+def test_a_section_retrieval_alone_is_unsure_of_is_shown_as_nearest_not_as_the_answer(cli: Any) -> None:
+    from agent.core import ALONE_ANSWERS
+
+    answer = ask(cli, "my reward curve is flat during PPO, is that normal?")
+    assert answer["lead"] is None and answer["no_match"] and answer["citations"] == []
+    assert answer["confidence"] < ALONE_ANSWERS
+    assert "Nearest sections" in answer["answer"]
+
+
+def test_the_project_s_own_package_is_followed_by_the_section_about_a_project_s_own_package(cli: Any) -> None:
+    answer = ask(cli, "Traceback (most recent call last):\n  File \"scripts/run.py\", line 3, in <module>\n"
+                 "    from mytool.core import main\nModuleNotFoundError: No module named 'mytool'")
+    assert answer["lead"]["kind"] == "own_package_import" and answer["lead"]["rule"] == "own_module"
+    sources = [c["source"] for c in answer["citations"]]
+    assert sources[0].endswith("own_package_import.md")
+    assert any(c["section"].endswith("问题：包导入错误") for c in answer["citations"][1:]), sources
+    third = ask(cli, "ModuleNotFoundError: No module named 'flash_attn_3'")  # a published package: not that section
+    assert not any(c["section"].endswith("问题：包导入错误") for c in third["citations"])

@@ -140,10 +140,10 @@ def test_a_reported_hang_at_a_stage_cites_the_retrieved_sections_about_that_stag
     book = runbooks()[("deepspeed_init_hang", "en")]
     init, arch = _seed_citation(2, INIT_002), _seed_citation(3, ARCH_000)
     # nothing answered: the retrieved sections recorded about the hang's kind follow; one about another failure does not
-    assert [c.section for c in documents_after(book, True, [], set(), [arch, init], hang_stage=True)] == [INIT_002]
-    assert documents_after(book, True, [], set(), [arch, init], hang_stage=False) == []  # an error's kind: nothing
-    assert documents_after(book, False, [], set(), [arch, init], hang_stage=True) == []  # a likeness: nothing
-    answered = documents_after(book, True, [init], set(), [arch, init], hang_stage=True)
+    assert [c.section for c in documents_after(book, True, [], set(), [arch, init], named_whole=True)] == [INIT_002]
+    assert documents_after(book, True, [], set(), [arch, init], named_whole=False) == []  # an error's kind: nothing
+    assert documents_after(book, False, [], set(), [arch, init], named_whole=True) == []  # a likeness: nothing
+    answered = documents_after(book, True, [init], set(), [arch, init], named_whole=True)
     assert [c.section for c in answered] == [INIT_002]  # what answered is what follows
 
 
