@@ -92,11 +92,13 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             at = max(i for i in range(index, len(lines)) if lines[i].strip() == line.strip())
             frames = [m for earlier in lines[max(0, at - 60):at] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
-            own = (_own_kinds().get(name, "") if top and (top not in _third_party() or _runs_from_checkout(top, frames))
-                   else "")
+            named = _named_kind(name, {"thing": thing, "module": module,
+                                       "function": (frames[-1]["function"] or "") if frames else ""})
+            # what the named thing tells comes first: a compiled extension's module is no project's own package
+            own = (_own_kinds().get(name, "") if top and not named
+                   and (top not in _third_party() or _runs_from_checkout(top, frames)) else "")
             return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own,
-                          _named_kind(name, {"thing": thing, "module": module,
-                                             "function": (frames[-1]["function"] or "") if frames else ""}))
+                          named)
     return None
 
 

@@ -19,8 +19,11 @@ from typing import Any
 
 from jobs.diagnosis import HANG_WORDS
 from runbooks.catalog import Runbook, runbooks_in
-from runbooks.registry import notices
+from runbooks.registry import in_nccl_info, notices
 
+# A line NCCL logs at INFO level reports what it found and chose ("No plugin found (libnccl-net.so), using internal
+# implementation"): healthy jobs print it. Only a kind's own INFO message names it there (registry: nccl_info).
+NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 RUNBOOK_SOURCE = re.compile(r"(?:^|/)runbooks/(?P<lang>[a-z]{2})/(?P<kind>[a-z0-9_]+)\.md$")
 
 
@@ -41,13 +44,16 @@ def in_language(kind: str, lang: str) -> Runbook | None:
 
 def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collection[str] = ()) -> tuple[Runbook, str] | None:
     """(the runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it), other
-    than the messages in ``skip``; the line that shows it)."""
+    than the messages in ``skip``; inside NCCL's INFO lines only the messages NCCL prints there; the line that shows it)."""
     best: tuple[int, Runbook, str] | None = None
+    errors = [line for line in lines if not NCCL_INFO.search(line)]
     for book in books:
+        info = in_nccl_info(book.kind)
         for message in book.messages:
             if len(message) < 8 or message in skip or (best is not None and len(message) <= best[0]):
                 continue
-            if (line := next((line for line in lines if message in line), None)) is not None:
+            if (line := next((line for line in (lines if message in info else errors) if message in line),
+                             None)) is not None:
                 best = (len(message), book, line)
     return (best[1], best[2]) if best else None
 

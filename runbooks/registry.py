@@ -37,6 +37,7 @@ class Kind:
     confirm_with: str = ""  # the command that shows this failure now and its absence after the fix (traindoc check)
     ruled_out_by: tuple[str, ...] = ()  # stated facts of the setup under which this is not the failure (one node)
     notices: frozenset[str] = frozenset()  # those of ``messages`` that name it only where nothing else quoted does
+    nccl_info: frozenset[str] = frozenset()  # those of ``messages`` NCCL prints in its INFO lines: they name it there
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -106,7 +107,8 @@ def kinds() -> dict[str, Kind]:
                            tuple(row.get("signals", ())),
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
                            tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")),
-                           tuple(row.get("ruled_out_by", ())), frozenset(row.get("notices", ())))
+                           tuple(row.get("ruled_out_by", ())), frozenset(row.get("notices", ())),
+                           frozenset(row.get("nccl_info", ())))
     return table
 
 
@@ -167,6 +169,13 @@ def unsignalled_generic(text: str) -> frozenset[str]:
 
 
 @cache
+def in_nccl_info(name: str) -> frozenset[str]:
+    """The messages of kind ``name`` that name it inside a line NCCL logs at INFO level (data/kinds.json nccl_info)."""
+    found = kinds().get(name)
+    return found.nccl_info if found is not None else frozenset()
+
+
+@cache
 def notices() -> frozenset[str]:
     """Every kind's messages that name it only where nothing else quoted does (data/kinds.json notices): a warning a
     job goes on past (accelerate's "Using DeepSpeed's value", the DataLoader's suggested number of workers), or a
@@ -211,6 +220,8 @@ def problems() -> list[str]:
     for k in table.values():
         found += [f"{k.name}: generic message {m!r} is not one of its messages" for m in sorted(k.generic - set(k.messages))]
         found += [f"{k.name}: notice {m!r} is not one of its messages" for m in sorted(k.notices - set(k.messages))]
+        found += [f"{k.name}: NCCL INFO message {m!r} is not one of its messages"
+                  for m in sorted(k.nccl_info - set(k.messages))]
         if not k.signal_patterns:
             found.append(f"{k.name}: no signals tell it from its neighbours")
         found += [f"{k.name}: ruled out by {fact!r}, which agent/data/stated.json does not state"
@@ -221,5 +232,5 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled", "unsignalled_generic",
-           "yielded"]
+__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
+           "unsignalled_generic", "yielded"]

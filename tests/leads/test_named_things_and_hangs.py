@@ -116,3 +116,34 @@ def test_a_section_about_a_neighbour_of_the_leading_kind_may_follow_it() -> None
     oom = Citation(n=2, source=seed, section="故障排除指南 > 显存问题 > 问题：显存溢出 (Out of Memory, OOM) 错误", chunk_id="b",
                    score=0.5, text="")
     assert [c.chunk_id for c in about_the_same_failure(book, [multi_node, oom], set())] == ["a"]
+
+
+@pytest.mark.parametrize("module", ["amp_C", "flash_attn_2_cuda", "fused_layer_norm_cuda"])
+def test_a_compiled_extension_module_missing_is_the_package_s_build_not_the_project_s_own(module: str) -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/somelib/ops/__init__.py", line 3, in <module>\n'
+            f"    import {module}\nModuleNotFoundError: No module named '{module}'")
+    assert lead_of(text) == ("package_build", "named_thing")
+    raised = recognise(text.splitlines())
+    assert raised is not None and raised.own_kind == ""  # no project's own package
+
+
+def test_a_project_s_own_module_still_leads_its_own_runbook() -> None:
+    assert lead_of("ModuleNotFoundError: No module named 'myproject'") == ("own_package_import", "own_module")
+
+
+def test_an_nccl_info_line_naming_a_missing_plugin_library_names_no_kind() -> None:
+    text = ("two nodes fail at the first all_reduce\n"
+            "host-b:51:51 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such "
+            "file or directory No plugin found (libnccl-net.so), using internal implementation\n"
+            "host-b:51:80 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.7<0>")
+    assert (lead_of(text) or ("", ""))[0] != "cuda_lib_import"
+    plain = "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"
+    assert lead_of(plain) == ("cuda_lib_import", "quoted")  # the same words outside an INFO line still do
+
+
+def test_invalid_device_function_is_an_extension_without_this_gpu_s_kernel_not_the_segfault_after_it() -> None:
+    text = ("RuntimeError: CUDA error: invalid device function\n"
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\nSegmentation fault (core dumped)\n"
+            "MyDet Compiler: GCC 7.3\nMyDet CUDA Compiler: 10.1")
+    assert lead_of(text) == ("extension_arch", "quoted")  # "GCC 7" is no compute capability of arch_mismatch's

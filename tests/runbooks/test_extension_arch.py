@@ -19,6 +19,8 @@ LINES = [
     "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
     "Search for `cudaErrorNoKernelImageForDevice' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
     XFORMERS_LINE,
+    "RuntimeError: CUDA error: invalid device function",
+    "Search for `cudaErrorInvalidDeviceFunction' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
 ]
 
 
