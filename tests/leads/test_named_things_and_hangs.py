@@ -160,3 +160,11 @@ def test_a_hang_at_the_end_of_an_epoch_is_ranks_calling_different_collectives(te
 
 def test_a_hang_in_the_middle_of_training_is_still_the_collective_timeout() -> None:
     assert lead_of("DDP hangs at the first all_reduce after 200 steps")[0] == "collective_timeout"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0",  # as torch prints it
+    "RuntimeError: probability tensor contains either inf, nan or element < 0",  # backticks lost in a paste
+])
+def test_sampling_from_nan_logits_is_the_nan_runbook(line: str) -> None:
+    assert lead_of(f"GRPO rollouts crash after a few hundred steps\n{line}") == ("nan_loss", "quoted")
