@@ -149,19 +149,6 @@ def test_invalid_device_function_is_an_extension_without_this_gpu_s_kernel_not_t
     assert lead_of(text) == ("extension_arch", "quoted")  # "GCC 7" is no compute capability of arch_mismatch's
 
 
-@pytest.mark.parametrize("text", [
-    "DDP job hangs at the end of the epoch, rank 0 is in dist.barrier() and the others never arrive",
-    "4-GPU FSDP run is stuck after the last batch of every epoch",
-    "多卡训练在训练结束时卡住不动，进程都还在",
-])
-def test_a_hang_at_the_end_of_an_epoch_is_ranks_calling_different_collectives(text: str) -> None:
-    assert lead_of(text) == ("collective_mismatch", "hang_stage")
-
-
-def test_a_hang_in_the_middle_of_training_is_still_the_collective_timeout() -> None:
-    assert lead_of("DDP hangs at the first all_reduce after 200 steps")[0] == "collective_timeout"  # type: ignore[index]
-
-
 @pytest.mark.parametrize("line", [
     "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0",  # as torch prints it
     "RuntimeError: probability tensor contains either inf, nan or element < 0",  # backticks lost in a paste
