@@ -110,13 +110,27 @@ def diagnosis(ev: LeadEvidence) -> Lead | Stop | None:
         return None
     if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
         return Stop("diagnosis")
-    lines = [*job.root_cause.evidence, *job.search_lines]
+    wrapped = _wrapped_on(ev.text, job.root_cause.evidence) if ev.pasted else []
+    lines = [*job.root_cause.evidence, *job.search_lines, *wrapped]
     book = for_category(job.root_cause.category, lines, unsignalled_generic(ev.words()))
     if book is None and job.root_cause.category in BROAD_CATEGORIES and ev.pasted:
         return None  # a pasted report's broad category ("config") names no kind: the message it quotes may, below
     if book is None:  # the diagnosis named a kind no runbook answers; the other lines are its consequences
         return Stop("diagnosis")
     return Lead(book.kind, "diagnosis", next(iter(job.root_cause.evidence), ""), CHOSEN_CONFIDENCE, True)
+
+
+WRAPPED_LINES = 3  # how many lines after a pasted root-cause line may hold the rest of its wrapped message
+
+
+def _wrapped_on(text: str, evidence: Sequence[str]) -> list[str]:
+    """The lines of a pasted report that follow its root-cause line: where the paste wrapped the message ("...
+    killed by signal: Bus" / "error. It is possible that dataloader's workers are out of shared" / "memory."),
+    they hold the rest of it."""
+    first = next((line.strip() for line in evidence if line.strip()), "")
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if first and first in line), None)
+    return [] if at is None else lines[at + 1:at + 1 + WRAPPED_LINES]
 
 
 def quoted(ev: LeadEvidence) -> Lead | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Collection, Iterable, Sequence
 from functools import cache
 from importlib import resources
@@ -19,7 +20,7 @@ from typing import Any
 
 from jobs.diagnosis import HANG_WORDS
 from runbooks.catalog import Runbook, runbooks_in
-from runbooks.registry import in_nccl_info, notices
+from runbooks.registry import generic_messages, in_nccl_info, notices
 
 # A line NCCL logs at INFO level reports what it found and chose ("No plugin found (libnccl-net.so), using internal
 # implementation"): healthy jobs print it. Only a kind's own INFO message names it there (registry: nccl_info).
@@ -47,15 +48,42 @@ def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collectio
     than the messages in ``skip``; inside NCCL's INFO lines only the messages NCCL prints there; the line that shows it)."""
     best: tuple[int, Runbook, str] | None = None
     errors = [line for line in lines if not NCCL_INFO.search(line)]
+    wrapped = _Wrapped(errors)
     for book in books:
         info = in_nccl_info(book.kind)
         for message in book.messages:
             if len(message) < 8 or message in skip or (best is not None and len(message) <= best[0]):
                 continue
             if (line := next((line for line in (lines if message in info else errors) if message in line),
-                             None)) is not None:
+                             None) or (wrapped.line_of(message) if message not in info else None)) is not None:
                 best = (len(message), book, line)
     return (best[1], best[2]) if best else None
+
+
+class _Wrapped:
+    """Error lines read as one text where a message was wrapped across lines ("... is killed by signal: Bus" /
+    "error. It is possible that dataloader's workers are out of shared" / "memory."): a paste from a terminal, an
+    e-mail or a web page breaks long messages at spaces. Built when first asked."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self._lines = lines
+        self._text: str | None = None
+        self._starts: list[int] = []
+
+    def line_of(self, message: str) -> str | None:
+        """The line where ``message`` begins, found with the lines' breaks read as spaces; None if it is not there
+        (or has no space to break at)."""
+        if " " not in message or len(self._lines) < 2:
+            return None
+        if self._text is None:
+            parts = [" ".join(line.split()) for line in self._lines]
+            self._starts = [0]
+            for part in parts[:-1]:
+                self._starts.append(self._starts[-1] + len(part) + 1)
+            self._text = " ".join(parts)
+        if (at := self._text.find(" ".join(message.split()))) < 0:
+            return None
+        return self._lines[bisect_right(self._starts, at) - 1]
 
 
 def for_category(category: str, lines: Sequence[str], skip: Collection[str] = ()) -> Runbook | None:
@@ -92,8 +120,10 @@ def quoted_message(lines: Sequence[str], generic: Collection[str] = ()) -> tuple
     skip = [*generic, *([] if hang else [m for m in _progress() if m not in last])]
     books = [book for book in _kinds().values() if not (book.triage and set(book.triage) <= DIAGNOSED_ONLY)]
     resolved = notices()  # they name their kind only where nothing else is quoted
-    if (found := _best_quoted(books, lines, [*skip, *resolved])) is not None:
-        return found
+    # a specific message wins over a generic one that its kind's signal names here, whichever is longer
+    for passed in ([*skip, *resolved, *generic_messages()], [*skip, *resolved]):
+        if (found := _best_quoted(books, lines, passed)) is not None:
+            return found
     if any(HANG_WORDS.search(line) for line in lines[:400] if not any(n in line for n in resolved)):
         return None  # the job hangs: a warning it printed before is not why (the warning's own words aside)
     return _best_quoted(books, lines, skip)

@@ -163,9 +163,18 @@ def _named(name: str, text: str) -> str | None:
 
 
 def unsignalled_generic(text: str) -> frozenset[str]:
-    """The generic messages that do not name their kind in ``text``: the report shows none of its signals (a message
-    ``text`` does not show is in the set too: it names nothing here, and its kind's signals are not compiled)."""
-    return frozenset(m for k in kinds().values() for m in k.generic if m not in text or k.signal_in(text) is None)
+    """The generic messages that do not name their kind in ``text``: the report shows none of its signals and none of
+    the details that make the kind the one that differs (NCCL's "unhandled system error" in a Docker container is
+    its shared memory; a message ``text`` does not show is in the set too: it names nothing here, and its kind's
+    signals are not compiled)."""
+    return frozenset(m for k in kinds().values() for m in k.generic
+                     if m not in text or (k.signal_in(text) is None and k.detail_in(text) is None))
+
+
+def generic_messages() -> frozenset[str]:
+    """Every kind's generic messages (data/kinds.json generic): a message other failures print too, which loses to
+    any specific message quoted beside it (runbooks.choose.quoted_message)."""
+    return frozenset(m for k in kinds().values() for m in k.generic)
 
 
 @cache
@@ -232,5 +241,5 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
+__all__ = ["Kind", "generic_messages", "in_nccl_info", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
            "unsignalled_generic", "yielded"]

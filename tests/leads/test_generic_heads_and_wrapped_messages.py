@@ -1,0 +1,91 @@
+"""What a generic NCCL head says, and messages a paste wrapped across lines (issue 36 points 1 and 2).
+
+- NCCL's ``unhandled system error`` (ncclSystemError: a system call failed) names no kind by itself. In a container
+  on one node it is /dev/shm (the runbook's follow-up details: Docker, a pod); in a job over several nodes the
+  network between them (dev_shm yields to nccl_network); with neither it leads with no runbook of either.
+- A specific message beats a generic one that its kind's words name, whichever is longer.
+- A message wrapped at a space by a terminal or a web page ("... killed by signal: Bus" / "error. It is possible
+  that dataloader's workers are out of shared" / "memory.") still names its kind.
+
+The reports are written for these tests; each runs the real registry, runbooks and (end to end) the shared index.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from runbooks.choose import quoted_message
+from runbooks.registry import unsignalled_generic
+
+SYSTEM_ERROR = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+                "1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+                "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+
+
+def _kind(lines: list[str]) -> str | None:
+    found = quoted_message(lines, unsignalled_generic("\n".join(lines)))
+    return found[0].kind if found else None
+
+
+def test_the_bare_system_error_names_no_kind_and_a_container_names_its_shared_memory() -> None:
+    assert _kind(SYSTEM_ERROR.splitlines()) is None
+    docker = ["we train 4 GPUs inside a docker container", *SYSTEM_ERROR.splitlines()]
+    assert _kind(docker) == "dev_shm"
+    assert _kind(["在 k8s 的 pod 里单机 8 卡训练报错", *SYSTEM_ERROR.splitlines()]) == "dev_shm"
+
+
+def test_a_specific_message_beats_a_signalled_generic_one_that_is_longer() -> None:
+    lines = ["docker run --gpus all trainer:latest",
+             "node1:412:530 [0] NCCL WARN Net : Connect to 10.0.3.7<41275> failed : Connection refused",
+             "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"]
+    assert _kind(lines) == "nccl_network"
+
+
+def test_a_message_wrapped_across_lines_still_names_its_kind() -> None:
+    wrapped = ["RuntimeError: DataLoader worker (pid 311) is killed by signal: Bus",
+               "error. It is possible that dataloader's workers are out of shared",
+               "memory. Please try to raise your shared memory limit."]
+    assert _kind(wrapped) == "dev_shm"
+    found = quoted_message(wrapped)
+    assert found is not None and found[1] == wrapped[1]  # the line where the message begins
+    # a line break between two unrelated lines is not read as one message
+    assert _kind(["It is possible that dataloader's workers are out of", "office today, training resumes later"]) is None
+
+
+pytestmark_e2e = pytest.mark.usefixtures("use_shared_index")
+
+
+def ask(cli: Any, question: str) -> dict[str, Any]:
+    done = cli("ask", "--json", "--no-probes", question)
+    assert done.returncode == 0, done.stderr[-800:]
+    return dict(json.loads(done.stdout))
+
+
+def _lead(answer: dict[str, Any]) -> str | None:
+    return (answer["lead"] or {}).get("kind")
+
+
+@pytestmark_e2e
+def test_one_node_in_docker_leads_with_dev_shm_and_several_nodes_with_the_network(cli: Any) -> None:
+    one = ask(cli, "DDP on one server with 4 A100s, run inside a docker container, fails at the first all_reduce:\n"
+              + SYSTEM_ERROR)
+    assert _lead(one) == "dev_shm" and one["lead"]["rule"] == "quoted"
+    assert "--shm-size" in one["answer"] or "--ipc=host" in one["answer"]
+    zh = ask(cli, "单机两卡，在容器中运行 torchrun 报错：\n" + SYSTEM_ERROR)
+    assert _lead(zh) == "dev_shm" and zh["language"] == "zh"
+    several = ask(cli, "two nodes (--nnodes 2), each a docker container with 8 GPUs, fail at init:\n" + SYSTEM_ERROR)
+    assert _lead(several) == "nccl_network"
+    bare = ask(cli, SYSTEM_ERROR)
+    assert _lead(bare) not in ("dev_shm", "nccl_network")
+
+
+@pytestmark_e2e
+def test_a_wrapped_bus_error_pasted_from_a_notebook_is_dev_shm(cli: Any) -> None:
+    answer = ask(cli, "My notebook in the course container stops while loading images:\n"
+                 "RuntimeError: DataLoader worker (pid 88) is killed by signal: Bus\n"
+                 "error. It is possible that dataloader's workers are out of shared\n"
+                 "memory. Please try to raise your shared memory limit.")
+    assert _lead(answer) == "dev_shm"
