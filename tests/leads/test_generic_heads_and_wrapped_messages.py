@@ -89,3 +89,24 @@ def test_a_wrapped_bus_error_pasted_from_a_notebook_is_dev_shm(cli: Any) -> None
                  "error. It is possible that dataloader's workers are out of shared\n"
                  "memory. Please try to raise your shared memory limit.")
     assert _lead(answer) == "dev_shm"
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("ModuleNotFoundError: No module named 'vllm.v1.engine.utils'", "vllm_unsupported"),
+    ("ImportError: cannot import name 'CoreEngineProcManager' from 'vllm.v1.engine.utils'", "vllm_unsupported"),
+    ("ModuleNotFoundError: No module named 'vllm._C'", "package_build"),  # its compiled extension: the install
+    ("ModuleNotFoundError: No module named 'vllm'", None),  # not installed at all: the interpreter, not a release
+])
+def test_a_part_of_vllm_missing_is_a_framework_written_for_another_vllm_release(line: str, kind: str | None) -> None:
+    from agent.exceptions import recognise
+
+    raised = recognise([line])
+    assert raised is not None and (raised.named_kind or None) == kind
+
+
+def test_a_chinese_report_that_says_the_memory_blew_up_signals_an_oom() -> None:
+    from runbooks.registry import signalled
+
+    assert signalled("cuda_oom", "最终还是爆显存，请问怎么解决") is not None
+    assert signalled("cuda_oom", "训练到一半显存炸了") is not None
+    assert signalled("cuda_oom", "显存占用正常，训练很慢") is None
