@@ -110,3 +110,16 @@ def test_a_chinese_report_that_says_the_memory_blew_up_signals_an_oom() -> None:
     assert signalled("cuda_oom", "最终还是爆显存，请问怎么解决") is not None
     assert signalled("cuda_oom", "训练到一半显存炸了") is not None
     assert signalled("cuda_oom", "显存占用正常，训练很慢") is None
+
+
+def test_an_environment_dump_naming_an_extension_s_arch_flags_keeps_the_extension() -> None:
+    from agent.leads import LeadEvidence, decide
+
+    dump = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+            "maskrcnn arch flags     sm_86\nCUDA compiler           CUDA 11.8\nGPU 0                   Tesla V100-SXM2-32GB\n"
+            "PyTorch                 2.1.0 @/opt/conda/lib/python3.10/site-packages/torch")
+    lead = decide(LeadEvidence(dump, None, dump.splitlines()[:1], "en"))
+    assert lead is not None and lead.kind == "extension_arch"
+    bare = "RuntimeError: CUDA error: no kernel image is available for execution on the device\nGPU 0: Tesla V100"
+    lead = decide(LeadEvidence(bare, None, bare.splitlines()[:1], "en"))
+    assert lead is not None and lead.kind == "arch_mismatch"  # a GPU named, no extension: the PyTorch build
