@@ -20,7 +20,7 @@ from typing import Any
 
 from jobs.diagnosis import HANG_WORDS
 from runbooks.catalog import Runbook, runbooks_in
-from runbooks.registry import generic_messages, in_nccl_info, notices
+from runbooks.registry import in_nccl_info, notices
 
 # A line NCCL logs at INFO level reports what it found and chose ("No plugin found (libnccl-net.so), using internal
 # implementation"): healthy jobs print it. Only a kind's own INFO message names it there (registry: nccl_info).
@@ -120,10 +120,8 @@ def quoted_message(lines: Sequence[str], generic: Collection[str] = ()) -> tuple
     skip = [*generic, *([] if hang else [m for m in _progress() if m not in last])]
     books = [book for book in _kinds().values() if not (book.triage and set(book.triage) <= DIAGNOSED_ONLY)]
     resolved = notices()  # they name their kind only where nothing else is quoted
-    # a specific message wins over a generic one that its kind's signal names here, whichever is longer
-    for passed in ([*skip, *resolved, *generic_messages()], [*skip, *resolved]):
-        if (found := _best_quoted(books, lines, passed)) is not None:
-            return found
+    if (found := _best_quoted(books, lines, [*skip, *resolved])) is not None:
+        return found
     if any(HANG_WORDS.search(line) for line in lines[:400] if not any(n in line for n in resolved)):
         return None  # the job hangs: a warning it printed before is not why (the warning's own words aside)
     return _best_quoted(books, lines, skip)

@@ -171,11 +171,6 @@ def unsignalled_generic(text: str) -> frozenset[str]:
                      if m not in text or (k.signal_in(text) is None and k.detail_in(text) is None))
 
 
-def generic_messages() -> frozenset[str]:
-    """Every kind's generic messages (data/kinds.json generic): a message other failures print too, which loses to
-    any specific message quoted beside it (runbooks.choose.quoted_message)."""
-    return frozenset(m for k in kinds().values() for m in k.generic)
-
 
 @cache
 def in_nccl_info(name: str) -> frozenset[str]:
@@ -241,5 +236,5 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "generic_messages", "in_nccl_info", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
+__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
            "unsignalled_generic", "yielded"]

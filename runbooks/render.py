@@ -85,7 +85,7 @@ def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[s
         notes = [*notes, *dict.fromkeys(said.values())]
     if fixes:
         parts.extend([f"### {say('fixes', lang)}", ""])
-        parts.extend(f"> {note}\n" for note in notes)
+        parts.extend(f"> {note.removeprefix('> ')}\n" for note in notes)  # a phrase may be written as a quote
         for i, item in enumerate(fixes, 1):
             parts.extend(_item_lines(f"{i}.", item, n, lang))
     avoid = book.items.get("avoid", ())

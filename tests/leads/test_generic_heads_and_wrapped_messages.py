@@ -3,7 +3,7 @@
 - NCCL's ``unhandled system error`` (ncclSystemError: a system call failed) names no kind by itself. In a container
   on one node it is /dev/shm (the runbook's follow-up details: Docker, a pod); in a job over several nodes the
   network between them (dev_shm yields to nccl_network); with neither it leads with no runbook of either.
-- A specific message beats a generic one that its kind's words name, whichever is longer.
+- In a container, NCCL's own connect failure to another node keeps the network between nodes.
 - A message wrapped at a space by a terminal or a web page ("... killed by signal: Bus" / "error. It is possible
   that dataloader's workers are out of shared" / "memory.") still names its kind.
 
@@ -37,11 +37,14 @@ def test_the_bare_system_error_names_no_kind_and_a_container_names_its_shared_me
     assert _kind(["在 k8s 的 pod 里单机 8 卡训练报错", *SYSTEM_ERROR.splitlines()]) == "dev_shm"
 
 
-def test_a_specific_message_beats_a_signalled_generic_one_that_is_longer() -> None:
+def test_a_multi_node_connect_failure_keeps_the_network_beside_a_container_s_system_error() -> None:
     lines = ["docker run --gpus all trainer:latest",
              "node1:412:530 [0] NCCL WARN Net : Connect to 10.0.3.7<41275> failed : Connection refused",
              "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"]
-    assert _kind(lines) == "nccl_network"
+    from agent.leads import LeadEvidence, decide
+
+    lead = decide(LeadEvidence("\n".join(lines), None, lines[1:], "en"))
+    assert lead is not None and lead.kind == "nccl_network"
 
 
 def test_a_message_wrapped_across_lines_still_names_its_kind() -> None:
