@@ -14,6 +14,7 @@ from runbooks.quoted import quoted_facts
 
 FixFilter = Callable[[Item], bool]
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
+ELIDED = re.compile(r"\.\.\.|…|<[a-z_ ]+>")  # a quoted message's variable part left out
 
 
 def citation_section(book: Runbook) -> str:
@@ -50,12 +51,14 @@ def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: S
     """The fixes in the runbook's order, those written for the message the log shows first; when the log shows one
     of the runbook's messages, the fixes written for its other messages (another failure of the family: error 802
     for an `invalid device ordinal`) leave."""
-    def shown(item: Item) -> bool:
-        return any(span in line for span in written_for(item, messages) for line in evidence)
+    def shown(item: Item) -> bool:  # the fix's quote is in the log; a quote that elides its variable part ("...",
+        # "<n>"), by the runbook message inside it
+        return any(span in line or (ELIDED.search(span) and any(m in span and m in line for m in messages))
+                   for span in written_for(item, messages) for line in evidence)
 
     first = [item for item in fixes if shown(item)]
-    if not first:
-        return list(fixes)
+    if not first and not any(message in line for message in messages for line in evidence):
+        return list(fixes)  # the log shows none of the runbook's messages: every fix may apply
     return first + [item for item in fixes if not written_for(item, messages)]
 
 

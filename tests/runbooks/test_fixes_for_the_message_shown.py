@@ -1,0 +1,39 @@
+"""A runbook's fixes follow the message the report shows (issue 36 point 3): a fix written for another message of the
+same runbook leaves even where no fix quotes the shown one, and a fix the asker already applied goes last. vLLM's
+KV-cache runbook has both directions: more memory for the KV-cache messages, less for the start-up check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from runbooks.catalog import runbooks
+from runbooks.render import for_this_message
+
+KV = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+STARTUP = ("ValueError: Free memory on device (38.2/79.11 GiB) on startup is less than desired GPU memory utilization "
+           "(0.9, 71.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+
+
+def _texts(line: str) -> list[str]:
+    book = runbooks()[("vllm_kv_cache", "en")]
+    return [item.text for item in for_this_message(book.items["fixes"], book.messages, [line])]
+
+
+def test_the_start_up_fix_leaves_a_kv_cache_report_and_leads_a_start_up_one() -> None:
+    kv = _texts(KV)
+    assert not any("start-up message" in text for text in kv)
+    assert "larger share" in kv[0]
+    assert "start-up message" in _texts(STARTUP)[0]
+    assert len(_texts("vLLM engine fails")) == len(runbooks()[("vllm_kv_cache", "en")].items["fixes"])  # none shown
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_an_asker_already_at_095_gets_the_next_fix_and_never_a_lower_fraction(cli: Any) -> None:
+    done = cli("ask", "--json", "--no-probes", "vllm serve with --gpu-memory-utilization 0.95 still fails:\n" + KV)
+    assert done.returncode == 0, done.stderr[-600:]
+    answer = json.loads(done.stdout)
+    assert "gpu-memory-utilization" not in answer["verdict"]["fix"] and "gpu_memory_utilization=0.5" not in answer["answer"]
+    assert "0.95" in answer["answer"]  # the stated value is quoted back
