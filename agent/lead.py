@@ -139,12 +139,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     if job is None or job.root_cause is None:
         return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted)  # a fix for the message pasted first
     root, rules = job.root_cause, worsening(job)
-    if root.rank is not None and root.where:  # the logs name the rank and its line: its fix first, the stacks after
+    if root.rank is not None:  # the logs name the rank: its fix first, the command that finds a rank after it
         tried = partial(_rank_named, rank=root.rank, lang=lang, then=tried)
-    # A rank named without its line (the one rank a pasted timeout's others waited for): its stack says what it was
-    # doing, so the command that takes it stays first, said for that rank.
-    waiting_on = [say("rank_named_stack_first", lang, rank=root.rank)] if root.rank is not None and not root.where \
-        and any(TAKES_STACKS in code for item in book.items.get("fixes", ()) for code in item.code) else []
 
     def harm(item: Item) -> str | None:
         text = "\n".join([item.text, *item.code])
@@ -157,8 +153,7 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     naming = [line for line in root.evidence if any(message in line for message in book.messages)] or root.evidence
     return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang,
                                                                       [*root.evidence, *job.search_lines]),
-                            keep_fix=lambda item: harm(item) is None,
-                            notes=[*waiting_on, *(say(note, lang) for note in notes)],
+                            keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
                             evidence=[*root.evidence, *job.search_lines], tried=tried, why=why)
 
 

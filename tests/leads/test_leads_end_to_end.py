@@ -44,9 +44,9 @@ def test_a_pasted_timeout_names_the_rank_that_did_not_report_and_the_command_lea
         f"Timeout(ms)=600000) ran for 60001{r} milliseconds before timing out." for r in range(3)]
     answer = ask(cli, "\n".join(lines))
     assert answer["verdict"]["where"] == "rank 3"
-    # the rank is named, not what it was doing: the command that takes its stack comes first, said for that rank
-    assert "traindoc hang" in answer["verdict"]["fix"] and "late rank" not in answer["verdict"]["fix"]
-    assert "The logs name rank 3 as the one the others waited for" in answer["answer"]
+    # the rank is named: the fix for what it was doing comes first, the command that takes its stack after it
+    assert "late rank" in answer["verdict"]["fix"] and "traindoc hang" in answer["answer"]
+    assert "The logs name rank 3" in answer["answer"]
     unnamed = ask(cli, "\n".join(lines[1:]))  # no launch line: the world is unknown, no rank is named
     assert unnamed["verdict"]["where"] == "" and "traindoc hang" in unnamed["verdict"]["fix"], unnamed["verdict"]
 

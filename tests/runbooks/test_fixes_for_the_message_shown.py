@@ -37,3 +37,11 @@ def test_an_asker_already_at_095_gets_the_next_fix_and_never_a_lower_fraction(cl
     answer = json.loads(done.stdout)
     assert "gpu-memory-utilization" not in answer["verdict"]["fix"] and "gpu_memory_utilization=0.5" not in answer["answer"]
     assert "0.95" in answer["answer"]  # the stated value is quoted back
+
+
+def test_a_note_written_as_a_quote_is_quoted_once() -> None:
+    from common.language import say
+    from runbooks.render import runbook_markdown
+
+    text = runbook_markdown(runbooks()[("collective_timeout", "en")], 1, "en", notes=[say("timeout_left_out", "en")])
+    assert "> A longer timeout is left out" in text and "> >" not in text
