@@ -81,6 +81,7 @@ class Answer:
     verdict: Any = None
     lead: Any = None  # agent.leads.Lead: which runbook kind leads, the rule that decided and the words it rests on
     lang: Lang = None  # type: ignore[assignment]  # the asker's language, decided once (agent.intake); None: the question's
+    unnamed_code: str = ""  # a team's error code the question names and no document does (agent.team_codes)
     brief: str = ""  # the answer people finish (agent.brief): what front ends show first; "" : ``answer`` is short
     failure: Any = None  # incidents.signature.Failure: what identifies this failure (set by ask(); None: nothing does)
     incidents: list[dict[str, Any]] = field(default_factory=list)  # resolved incidents it matches (incidents.recall)

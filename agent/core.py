@@ -27,6 +27,7 @@ from agent.stated import stated_facts
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import Lang, say
 from common.settings import Settings, contain_caches
+from agent.team_codes import unnamed_code
 from corpus.errorlines import pasted_first
 from jobs.diagnosis import HANG_WORDS, JobDiagnosis
 
@@ -297,6 +298,11 @@ class Troubleshooter:
             citations, nearest, no_match = lead_with(runbook, citations, lang, self.settings.top_k), [], False
         elif not no_match and confidence is not None and confidence < ALONE_ANSWERS:
             citations, nearest, no_match = [], citations[:3], True
+        if (lead is None or not lead.established) and (unknown_code := unnamed_code(asked, (c.text for c in citations))):
+            # a team's error code that no section shown names: a section about another code is not its answer
+            citations, nearest, no_match, runbook, lead = [], (nearest or citations)[:3], True, None, None
+        else:
+            unknown_code = None
         evidence = self._machine_evidence(question, job, diagnosis)
         citations = [reviewed(c, lang, evidence) for c in citations]  # nothing is shown unchecked
         nearest = [reviewed(c, lang, evidence) for c in nearest]
@@ -310,7 +316,8 @@ class Troubleshooter:
         return Facts(question, citations, findings, results, no_match,
                      result.recognised, question.log_errors or result.error_lines, job,
                      question.bundle.name if question.bundle else "", timings, started,
-                     confidence=confidence, nearest=nearest, runbook=runbook, lead=lead, several_jobs=several_jobs)
+                     confidence=confidence, nearest=nearest, runbook=runbook, lead=lead, several_jobs=several_jobs,
+                     unnamed_code=unknown_code or "")
 
     @staticmethod
     def _machine_evidence(question: Question, job: JobDiagnosis | None, diagnosis: Any) -> list[str]:
@@ -357,6 +364,7 @@ class Troubleshooter:
             question=question.text, answer=body, citations=facts.citations, findings=facts.findings,
             no_match=facts.no_match, timings_ms=timings, error_lines=facts.errors, recognised=facts.recognised,
             id=question.id, diagnosis=job, confidence=facts.confidence, lead=facts.lead, lang=lang,
+            unnamed_code=facts.unnamed_code,
         )
         from agent.summary import finished
 

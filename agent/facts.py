@@ -31,3 +31,4 @@ class Facts:
     runbook: Any = None  # runbooks.catalog.Runbook that leads the answer (agent.lead), in the asker's language
     lead: Any = None  # agent.leads.Lead: why that runbook leads
     several_jobs: tuple[Any, ...] = ()  # jobs.procs.JobListing: the jobs of this machine, none picked (ask --pid)
+    unnamed_code: str = ""  # a team's error code the question names and no section shown does (agent.team_codes)

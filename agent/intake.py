@@ -56,6 +56,18 @@ def has_content(text: str) -> bool:
     return sum(1 for ch in words if unicodedata.category(ch)[0] in "LN") >= MIN_CONTENT
 
 
+# Full-width Latin letters and digits (an input method's "ＮＣＣＬ", "ｈｉ") read as the ASCII they stand for: the
+# documents, the error messages and the encoder's vocabulary spell them so. Full-width punctuation, which Chinese
+# prose uses for its own commas and colons, is left as it is.
+WIDE_LATIN = {code: code - 0xFEE0 for start, end in ((0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A))
+              for code in range(start, end + 1)}
+
+
+def ascii_letters(text: str) -> str:
+    """``text`` with its full-width Latin letters and digits as ASCII."""
+    return text.translate(WIDE_LATIN)
+
+
 @dataclass(frozen=True)
 class Received:
     """What a front end received, as it received it."""
@@ -110,6 +122,8 @@ def prepare(question: Question, typed: str | None = None) -> Question:
     """The reading every question gets once: the conversation's context, a long question taken as its log, a
     pasted cascade as its job, and the language. ``typed``: what the asker wrote themselves (None: the text)."""
     question = in_context(question)
+    if (folded := ascii_letters(question.text)) != question.text:
+        question = replace(question, text=folded)
     if question.job is None and not question.log_errors and not question.log_head:
         from agent.logs import long_question  # a question past the cap is a pasted log, read as one
 

@@ -234,6 +234,9 @@ def _verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
         # nothing answers a generic exception: the verdict is what it means, where it was raised, its first check
         return Verdict(say(f"exc_{raised.name}", lang, thing=raised.thing), code_span(raised.place) if raised.place else "",
                        say("exc_first_check", lang), raised.check, None, say("exc_no_runbook", lang))
+    if answer.unnamed_code:  # a team's own code: which document would know it is the team's to say
+        return Verdict(say("code_in_no_document", lang, code=code_span(answer.unnamed_code)),
+                       next_step=say("code_in_no_document_next", lang))
     cause = say("no_cause", lang) + (f" ({', '.join(answer.recognised)})" if answer.recognised else "")
     return Verdict(cause, next_step=clip_words(_next_step(text), CAUSE_CHARS))
 
