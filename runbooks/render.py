@@ -43,8 +43,9 @@ def _job_facts(facts: Sequence[str], lang: Lang) -> list[str]:
 
 def written_for(item: Item, messages: Sequence[str]) -> list[str]:
     """The runbook messages a fix is written for: the inline code spans of its text that quote one of them."""
+    quoted = [message.rstrip(": ") for message in messages]  # "undefined symbol: " is quoted as `undefined symbol`
     return [span for span in INLINE_CODE.findall(item.text)
-            if len(span) >= 8 and any(message in span for message in messages)]
+            if len(span) >= 8 and any(message in span for message in quoted)]
 
 
 def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: Sequence[str]) -> list[Item]:
@@ -53,8 +54,10 @@ def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: S
     for an `invalid device ordinal`) leave."""
     def shown(item: Item) -> bool:  # the fix's quote is in the log; a quote that elides its variable part ("...",
         # "<n>"), by the runbook message inside it
-        return any(span in line or (ELIDED.search(span) and any(m in span and m in line for m in messages))
+        return any(span in line or (ELIDED.search(span) and any(m in span and m in line for m in quoted))
                    for span in written_for(item, messages) for line in evidence)
+
+    quoted = [message.rstrip(": ") for message in messages]
 
     first = [item for item in fixes if shown(item)]
     if not first and not any(message in line for message in messages for line in evidence):

@@ -45,3 +45,24 @@ def test_a_note_written_as_a_quote_is_quoted_once() -> None:
 
     text = runbook_markdown(runbooks()[("collective_timeout", "en")], 1, "en", notes=[say("timeout_left_out", "en")])
     assert "> A longer timeout is left out" in text and "> >" not in text
+
+
+def _first(kind: str, line: str) -> str:
+    book = runbooks()[(kind, "en")]
+    return for_this_message(book.items["fixes"], book.messages, [line])[0].text
+
+
+def test_a_shape_mismatch_gets_the_config_fix_first_and_missing_keys_the_prefix_fix() -> None:
+    shape = ("RuntimeError: Error(s) in loading state_dict for Qwen2ForCausalLM: size mismatch for lm_head.weight: "
+             "copying a param with shape torch.Size([151936, 4096]) from checkpoint, the shape in current model is "
+             "torch.Size([152064, 4096]).")
+    assert "shapes differ" in _first("checkpoint_mismatch", shape)
+    keys = 'RuntimeError: Error(s) in loading state_dict for Net: Missing key(s) in state_dict: "fc.weight"'
+    assert "wrapper prefix" in _first("checkpoint_mismatch", keys)
+
+
+def test_a_fix_quoting_a_message_without_its_trailing_colon_is_written_for_it() -> None:
+    missing = "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+    assert "undefined symbol" not in _first("cuda_lib_import", missing)
+    symbol = "ImportError: /opt/env/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    assert "undefined symbol" in _first("cuda_lib_import", symbol)
