@@ -66,3 +66,25 @@ def test_a_fix_quoting_a_message_without_its_trailing_colon_is_written_for_it() 
     assert "undefined symbol" not in _first("cuda_lib_import", missing)
     symbol = "ImportError: /opt/env/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
     assert "undefined symbol" in _first("cuda_lib_import", symbol)
+
+
+@pytest.mark.parametrize(("report", "setting", "value"), [
+    ("per_device_train_batch_size 已经是 1 了，还是 CUDA out of memory", "micro-batch size", "1"),
+    ("batch size 已经设成 1 了还是 OOM", "micro-batch size", "1"),
+    ("gpu_memory_utilization 已经设为 0.95 了", "gpu_memory_utilization", "0.95"),
+    ("--per_device_train_batch_size 4 --fp16", "micro-batch size", "4"),
+])
+def test_a_setting_stated_in_chinese_or_english_is_read(report: str, setting: str, value: str) -> None:
+    from agent.stated import read_setup
+
+    assert any(s.setting == setting and s.value == value for s in read_setup([report]).settings)
+
+
+def test_a_fix_quoting_part_of_a_message_is_written_for_it() -> None:
+    tokenizer = "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported."
+    assert "upgrade transformers" in _first("hf_api_change", tokenizer)
+    arch = ("ValueError: The checkpoint you are trying to load has model type `qwen3` but Transformers does not "
+            "recognize this architecture.")
+    assert "upgrade transformers" in _first("hf_api_change", arch)
+    renamed = "TypeError: TrainingArguments.__init__() got an unexpected keyword argument 'evaluation_strategy'"
+    assert "Rename" in _first("hf_api_change", renamed)
