@@ -52,6 +52,21 @@ _FLAG_VALUE = r"""(?P<q>["'])?(?P<value>(?(q)""" + _MASKED + r"""(?:(?!(?P=q))[^
 # a value after a Chinese label: up to a space, a quote or Chinese punctuation (。，、 and the CJK block)
 _ZH_VALUE = (r"""(?P<q>["'])?(?P<value>(?(q)""" + _MASKED + r"""(?:(?!(?P=q))[^\n]){1,256}+"""
              r"""|(?![\[*])[^\s"',;`)\]}“”‘’\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]{3,256}+))""")
+# A secret said in a sentence ("the db password is X", "token 是 X", "数据库密码是X", "我的密码 X"): the word after the
+# copula, up to a space, a quote or Chinese punctuation (a final . or : ends the sentence, not the value), or a quoted
+# value to its closing quote. Whether it is a value or an ordinary word ("the password is wrong") is _said's call.
+_COPULA = (r"(?:is|was)(?:[ \t]{1,8}+(?:now|still|(?:set|changed|reset)[ \t]{1,8}+to))?+"
+           r"|(?:set|changed|reset)[ \t]{1,8}+to")
+_SAID_AT = (r"(?<![a-z0-9])(?:password|passwd|passphrase|pwd|token|secret|(?:api|access|secret|auth)[ _-]?key)"
+            r"(?=[ \t]{1,16}(?:is|was|set|changed|reset)(?![a-z])|[ \t]{0,16}(?:是|为))")  # the name, a copula next
+_WORD_END = r"""\s"'`,;)\]}“”‘’\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"""
+_SAID_VALUE = (r"""(?:(?P<q>["'`])|[“‘])?(?![\[*$<{%/~.:=\s])(?P<value>(?(q)(?:(?!(?P=q))[^\n]){1,256}+"""
+               r"""|(?:[^""" + _WORD_END + r""".:]|[.:](?=[^""" + _WORD_END + r""".:])){1,256}+))(?(q)(?P=q))""")
+_SAID = (r"(?:[ \t]{1,16}+(?:" + _COPULA + r")(?::[ \t]{0,16}+|[ \t]{1,16}+)|[ \t]{0,16}+(?:是|为)[ \t]{0,16}+)"
+         + _SAID_VALUE)
+_ZH_SAID = r"[ \t]{0,16}+(?:(?:是|为|设为|设置为|改为|改成)[ \t]{0,16}+|(?<=[ \t]))" + _SAID_VALUE
+# "password is required" is a sentence, not a netrc line whose password is "is"
+_COPULA_WORD = r"(?:is|was|are|were|set|changed|reset)(?![^\s:])"
 _PEM_BEGIN = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 # user:PASSWORD@ in a URL: the password runs to the last @ before the host (an @ inside it is taken when another
@@ -64,9 +79,13 @@ _H40 = "0123456789abcdef0123456789abcdef01234567"
 _B36 = "Zq8vR2kL5mN7pT1xW4yB6cD9fG3hJ0sA2eU5"
 
 
+_PREFIXES: list[str] = []  # every token's prefix, in table order: TOKEN_PREFIX
+
+
 def _token(prefix: str, width: int, body: str) -> str:
     """A token shape: its literal ``prefix`` (``width`` characters) first, so the engine finds candidates at the
     speed of a substring search; then a look-behind that it does not continue a run of token characters."""
+    _PREFIXES.append(prefix)
     return f"{prefix}(?<![{_RUN}].{{{width}}}){body}"
 
 
@@ -82,6 +101,48 @@ def _flag(name: str, whole: str) -> bool:
 def _secret_env_name(head: str, whole: str) -> bool:
     """A Kubernetes env entry whose name (after ``name:``) says its value is a secret."""
     return secret_name(head[4:])
+
+
+_PASSWORD_WORD = re.compile(r"pass|pwd|密码|口令")
+_SYMBOLS = frozenset("!@#$%^&*+=?~|\\")  # what a password holds and a word in a sentence does not
+_PIECE = re.compile(r"[a-z]*+[0-9]*+|[0-9]++[a-z]++")  # sha256, 32, bytes, v1, 24h: a word or a number of prose
+_JOINS = re.compile(r"[-._/:]")
+
+
+def _said(pattern: str) -> Callable[[str, str], bool]:
+    """The check of a secret said in a sentence: the value ``pattern`` read after the name, or an ordinary word?"""
+    compiled = re.compile(pattern)
+
+    def check(head: str, whole: str) -> bool:
+        lowered = whole.lower()
+        found = compiled.match(lowered, len(head))
+        if found is None:
+            return False
+        value = (whole if len(lowered) == len(whole) else lowered)[found.start("value") : found.end("value")]
+        return looks_like_a_value(value, digits=bool(_PASSWORD_WORD.search(head.lower())))
+
+    return check
+
+
+def looks_like_a_value(word: str, *, digits: bool = False) -> bool:
+    """Is ``word``, said to be a secret in a sentence, a value rather than an ordinary word? Six characters or more,
+    holding a letter and a digit or a symbol (``hunter2``, ``P@ssw0rd``, ``Zq8vR2kL5mN8``), and not lower-case words
+    and numbers joined by hyphens or dots (``sha256-hashed``, ``32-bytes``, ``v1.2.3``). ``wrong``, ``required``,
+    ``expired``, ``case-sensitive`` are words. With ``digits`` (a password, not a token: token ids are numbers)
+    digits alone are a value too (a PIN: ``123456``)."""
+    if len(word) < 6:
+        return False
+    if not any(c.isalpha() for c in word):
+        return digits and any(c.isdigit() for c in word)
+    if any(c in _SYMBOLS for c in word):
+        return True
+    if not any(c.isdigit() for c in word):
+        return False
+    pieces = _JOINS.split(word)
+    return not (word.islower() and len(pieces) > 1 and all(_PIECE.fullmatch(piece) for piece in pieces))
+
+
+_SAID_CHECK, _ZH_SAID_CHECK = _said(_SAID), _said(_ZH_SAID)
 
 SHAPES: tuple[Shape, ...] = (
     # -- tokens: a prefix no ordinary word has ---------------------------------------------------------------
@@ -300,12 +361,12 @@ SHAPES: tuple[Shape, ...] = (
     Shape("COOKIE", r"[\"']?[ \t]{0,16}+:[ \t]{0,16}+[\"']?(?P<value>[^\r\n\"']{4,2048}+)",
           "Set-Cookie: _gitlab_session=" + _H40[:32] + "; path=/; HttpOnly", "_gitlab_session=" + _H40[:32],
           "HTTP Set-Cookie header", anchor=r"(?<![a-z0-9_-])(?:set-cookie|cookie)(?=[\"']?[ \t]{0,16}:)"),
-    Shape("NETRC_PASSWORD", r"[ \t]{1,16}+(?P<value>\S{1,256}+)",
+    Shape("NETRC_PASSWORD", r"[ \t]{1,16}+(?!" + _COPULA_WORD + r")(?P<value>\S{1,256}+)",
           "machine api.wandb.ai\n  login user\n  password " + _H40, _H40, "netrc password line",
           anchor="(?m:^[ \t]{0,16}+password)"),
     Shape("NETRC_PASSWORD",
           r"(?:[ \t]{1,16}+(?!password[ \t])\S{1,256}+){0,6}+[ \t]{1,16}+password[ \t]{1,16}+"
-          r"(?P<value>\S{1,256}+)",
+          r"(?!" + _COPULA_WORD + r")(?P<value>\S{1,256}+)",
           "machine api.wandb.ai login user password " + _H40, _H40, "netrc on one line (machine h login u password p)",
           anchor=r"(?<![a-z0-9_.-])(?:machine|default)(?=[ \t])"),
     # NAME=value, "name": "value", --name value: the name holds a secret word; a quoted value is masked whole
@@ -340,8 +401,19 @@ SHAPES: tuple[Shape, ...] = (
     Shape("CONNECTION_PASSWORD", r"[ \t]{0,16}+=[ \t]{0,16}+(?P<value>\{[^}\r\n]{1,256}+\}|[^;\s\"'{][^;\s\"']{0,255}+)",
           "Pwd={Zq8v;R2kL5mN7};Uid=trainer;Server=db", "{Zq8v;R2kL5mN7}", "a connection string that starts with Pwd=",
           anchor=r"(?<![a-z0-9_$.-])pwd(?=[ \t]{0,8}=[ \t]{0,8}(?:\{[^}\r\n]{1,256}\}|[^;\s]{1,256});)"),
-    Shape("SECRET", r"[ \t]{0,16}+(?:是[ \t]{0,16}+)?[:=][ \t]{0,16}+[“‘]?" + _ZH_VALUE, "数据库密码：Zq8vR2kL5mN7，请勿外传",
+    Shape("SECRET", r"[ \t]{0,16}+(?:[是为][ \t]{0,16}+)?[:=][ \t]{0,16}+[“‘]?" + _ZH_VALUE, "数据库密码：Zq8vR2kL5mN7，请勿外传",
           "Zq8vR2kL5mN7", "a password labelled in Chinese (密码：, 密码=, 口令, 密钥, 令牌)", anchor="密码|口令|密钥|令牌"),
+    # said in a sentence: the next word, when it is a value and not an ordinary word (looks_like_a_value)
+    Shape("SECRET", _ZH_SAID, "数据库密码是Zq8vR2kL5mN8，请勿外传", "Zq8vR2kL5mN8",
+          "a password said in Chinese (密码是 X, 口令为 X, 令牌是 X)", anchor="密码|口令|密钥|令牌", check=_ZH_SAID_CHECK),
+    Shape("SECRET", _ZH_SAID, "我的密码 Zq8vR2kL5mN8", "Zq8vR2kL5mN8", "a password named in Chinese, then the value (我的密码 X)",
+          anchor="密码|口令|密钥|令牌", check=_ZH_SAID_CHECK),
+    Shape("SECRET", _SAID, "the db password is Zq8vR2kL5mN8", "Zq8vR2kL5mN8",
+          "a password said in a sentence (password is X, pwd was X)", anchor=_SAID_AT, check=_SAID_CHECK),
+    Shape("SECRET", _SAID, "the api key is now 'Zq8v-R2kL5mN8pT1x'", "Zq8v-R2kL5mN8pT1x",
+          "a key said in a sentence, quoted (api key is now 'X')", anchor=_SAID_AT, check=_SAID_CHECK),
+    Shape("SECRET", _SAID, "token 是 Zq8vR2kL5mN8", "Zq8vR2kL5mN8", "a token said in Chinese (token 是 X)", anchor=_SAID_AT,
+          check=_SAID_CHECK),
     Shape("SECRET", r"(?P<name>[\w.-]{0,64}+)(?:[ \t]{1,16}+|=)" + _FLAG_VALUE,
           "--hf-token " + _B36, _B36, "detect-secrets KeywordDetector (command-line flags)", anchor=_KEYWORDS, before=r"\w.-",
           check=_flag),
@@ -380,6 +452,11 @@ SHAPES: tuple[Shape, ...] = (
           "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _B36,
           "GCP service-account JSON private_key", finder="pem"),
 )
+
+# Where a token begins: its prefix, at the start of a run of token characters. A no-break space inside such a run is
+# read as nothing (common.spellings): hf_Zq8vR2kL5m<NBSP>N7pX... is one token, split where a line was wrapped.
+TOKEN_PREFIX = re.compile(START + "(?:" + "|".join(dict.fromkeys(
+    [*_PREFIXES, "(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])", "[sr]k_(?:live|test|prod)_", "GOOG"])) + ")")
 
 # Strict mode (--redact strict): where a job ran, not only its credentials.
 PRIVATE_SHAPES: tuple[Shape, ...] = (

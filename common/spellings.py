@@ -3,14 +3,16 @@
 A secret written another way is still the secret: ``ＨＦ_ＴＯＫＥＮ＝hf_…`` (full-width forms), a non-breaking space or
 a tab where a space was, ``hf%5F…`` (percent-escapes), and a zero-width space, a soft hyphen or an ANSI colour code
 inside the token (each invisible on a screen). ``plain(text)`` is the copy the secret shapes are matched on:
-Unicode compatibility forms folded (NFKC: full-width ASCII, NBSP and the other spaces), invisible and control
+Unicode compatibility forms folded (NFKC: full-width ASCII, NBSP and the other spaces), a no-break space inside a
+token read as nothing (``hf_Zq8vR2kL5m<NBSP>N7pX…``, where a token was wrapped: ``_joined``), invisible and control
 characters dropped (zero-width and bidirectional marks, the soft hyphen, C0/C1 controls but ``\\n``/``\\r``, and the
 ``<U+200B>`` a screen shows for one: ``common.textsafe``), ANSI escape sequences dropped, tabs as spaces, and
 ``%XX`` escapes decoded (UTF-8). Its ``origin`` maps a span found in the copy back to the span of the original
 that wrote it, so the original is masked and everything else the user sees stays as it was.
 
 Linear: one regex pass over the text finds what to change (most text has nothing: the copy is the text itself); a
-position is mapped back by a binary search over the places where lengths changed.
+position is mapped back by a binary search over the places where lengths changed; a no-break space reads at most
+``_JOIN_SPAN`` characters either side of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from common.secret_shapes import TOKEN_PREFIX
 
 # Invisible on a screen and no part of any token: controls but \n and \r, the format characters (Unicode's Cf:
 # zero-width spaces and joiners, bidirectional marks, the soft hyphen, the BOM, tag characters) and the fillers
@@ -34,6 +38,15 @@ _HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u034f\u0600-\u060
 # possessive: the pass is linear.
 _SUSPECT = re.compile(r"\x1b(?:\[[0-?]{0,32}+[ -/]{0,8}+[@-~]|\][^\x07\x1b\n]{0,256}+(?:\x07|\x1b\\)?|[@-Z\\-_])?"
                       r"|(?:%[0-9A-Fa-f]{2}){1,64}+|<U\+[0-9A-F]{4,6}>|[^\t\n\r\x1b\x20-\x7e]++")
+# A no-break space (NBSP, figure space, narrow NBSP) inside a token: read as nothing when the run before it starts
+# with a token's prefix and the run after it is neither a word nor another token (``hf_Zq8v<NBSP>R2kL…`` is one
+# token; ``hf_…<NBSP>and``, ``hf_…<NBSP>hf_…`` and ``the<NBSP>password`` stay two). Runs are read at most
+# ``_JOIN_SPAN`` characters either way.
+_NO_BREAK = frozenset("\u00a0\u2007\u202f")
+_JOIN_SPAN = 256
+_TOKEN_BEFORE = re.compile(r"[A-Za-z0-9_.+/=-]{1,256}+")  # matched on the reversed text before the space
+_TOKEN_AFTER = re.compile(r"[A-Za-z0-9_-]{1,256}+")
+_WORD = re.compile(r"[A-Za-z][a-z]*+")
 _PLAIN_ASCII = re.compile(r"[\n\r\x20-\x24\x26-\x7e]*+")  # nothing to change: the text is its own copy
 
 
@@ -94,6 +107,19 @@ class Plain:
         return start, end
 
 
+def _joined(text: str, at: int, inside: int) -> int:
+    """The no-break space at ``at``, inside a token, is read as nothing: where the token's run after it ends, else
+    -1 (a space). ``inside``: where the run after the last joined one ended (a space there is in the same token)."""
+    after = _TOKEN_AFTER.match(text, at + 1)
+    if after is None or at == 0 or _WORD.fullmatch(after.group()) or TOKEN_PREFIX.match(after.group()):
+        return -1  # a word, or the next token, follows
+    if at != inside:
+        before = _TOKEN_BEFORE.match(text[max(0, at - _JOIN_SPAN) : at][::-1])
+        if before is None or not TOKEN_PREFIX.search(before.group()[::-1]):
+            return -1
+    return after.end()
+
+
 def plain(text: str) -> Plain:
     """The copy of ``text`` to find secrets in (``text`` itself when nothing in it is spelled another way)."""
     if _PLAIN_ASCII.fullmatch(text) and "<U+" not in text:
@@ -121,6 +147,7 @@ def plain(text: str) -> Plain:
         size += len(written)
         done = last
 
+    inside = -1  # where the run after the last joined no-break space ends
     for found in _SUSPECT.finditer(text):
         first, last, seen = found.start(), found.end(), found.group()
         if seen[0] == "\x1b":
@@ -136,6 +163,10 @@ def plain(text: str) -> Plain:
             continue  # Chinese, accents, emoji: already plain
         else:
             for at, char in enumerate(seen, first):
+                if char in _NO_BREAK and (joined := _joined(text, at, inside)) >= 0:
+                    inside = joined
+                    piece(at, at + 1, "")
+                    continue
                 written = _plain_char(char)
                 if written != char:
                     piece(at, at + 1, written)
