@@ -24,10 +24,10 @@ from agent.facts import Facts
 from agent.presumptions import contradicted, gpu_archs, ruled_out_sections, torch_version
 from agent.question import Question
 from agent.stated import stated_facts
+from agent.team_codes import unnamed_code
 from common.errors import IndexMissingError, IndexStoreError, TraindocError
 from common.language import Lang, say
 from common.settings import Settings, contain_caches
-from agent.team_codes import unnamed_code
 from corpus.errorlines import pasted_first
 from jobs.diagnosis import HANG_WORDS, JobDiagnosis
 

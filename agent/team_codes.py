@@ -27,7 +27,12 @@ def unnamed_code(text: str, documents: Iterable[str]) -> str | None:
     if not codes:
         return None
     shown = list(documents)
-    return next((code for code in codes if not any(CODE.fullmatch(code)["number"] in doc for doc in shown)), None)
+    return next((code for code in codes if not any(_number(code) in doc for doc in shown)), None)
+
+
+def _number(code: str) -> str:
+    found = CODE.fullmatch(code)
+    return found["number"] if found is not None else code
 
 
 __all__ = ["codes_in", "unnamed_code"]

@@ -41,16 +41,11 @@ def _job_facts(facts: Sequence[str], lang: Lang) -> list[str]:
     return [f"**{say('runbook_your_job', lang)}** " + "; ".join(facts), ""] if facts else []
 
 
-PART_OF_A_MESSAGE = 16  # a quote this long inside a message ("does not recognize this architecture") is that message
-
-
 def written_for(item: Item, messages: Sequence[str]) -> list[str]:
-    """The runbook messages a fix is written for: the inline code spans of its text that quote one of them (whole,
-    or a part of it at least PART_OF_A_MESSAGE characters long)."""
+    """The runbook messages a fix is written for: the inline code spans of its text that quote one of them."""
     quoted = [message.rstrip(": ") for message in messages]  # "undefined symbol: " is quoted as `undefined symbol`
     return [span for span in INLINE_CODE.findall(item.text)
-            if len(span) >= 8 and any(message in span or (len(span) >= PART_OF_A_MESSAGE and span in message)
-                                      for message in quoted)]
+            if len(span) >= 8 and any(message in span for message in quoted)]
 
 
 def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: Sequence[str]) -> list[Item]:

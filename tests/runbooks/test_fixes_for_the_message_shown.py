@@ -80,7 +80,7 @@ def test_a_setting_stated_in_chinese_or_english_is_read(report: str, setting: st
     assert any(s.setting == setting and s.value == value for s in read_setup([report]).settings)
 
 
-def test_a_fix_quoting_part_of_a_message_is_written_for_it() -> None:
+def test_the_upgrade_fix_leads_an_architecture_or_tokenizer_class_this_release_lacks() -> None:
     tokenizer = "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported."
     assert "upgrade transformers" in _first("hf_api_change", tokenizer)
     arch = ("ValueError: The checkpoint you are trying to load has model type `qwen3` but Transformers does not "
