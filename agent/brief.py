@@ -2,8 +2,9 @@
 
 Every front end shows this by default (the CLI, Slack's first message, the web); ``ask --full`` and ``--json``
 (its ``answer``) keep everything. It keeps, in order: the verdict, why in two or three sentences, the fixes in order
-with their commands, what not to do, and the sources by title (the renderer adds those); checks, applies-to, the
-documents' further fixes, notes and see-also stay behind ``--full``.
+with their commands (each with advice.review's notes on it, cut to their first sentence: a flagged command is never
+shown bare), what not to do, and the sources by title (the renderer adds those); checks, applies-to, the documents'
+further fixes, notes and see-also stay behind ``--full``.
 
 What each part of an answer keeps is one ordered table (``PARTS``), found by the part's heading (a phrase key);
 then ``TIGHTER`` steps, in order, shorten it until it fits ``MAX_LINES`` rows of ``WIDTH`` columns with the sources
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 
+from advice.review import NOTE_PREFIX
 from common.language import LANGS, Lang, say
 from common.textsafe import cells, clip_words
 
@@ -73,6 +75,8 @@ PARTS: tuple[Part, ...] = (
 )
 DEFAULT = Part("", sentences=1, paragraphs=1)
 KEPT_QUOTES = ("weak_match",)  # the quoted notes a brief answer keeps: that a match is weak is no detail
+# ... and advice.review's notes under a command the brief shows ("> ⚠ traindoc: `NAME` is unknown upstream"): a
+# flagged command is never shown bare, in the verdict's First fix or in the Fixes
 JOB_PARTS = ("lead_log", "lead_hang", "lead_other")  # the parts that tell the job's own story (jobs.render)
 
 
@@ -197,9 +201,17 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
     first = next((i for i, b in enumerate(blocks) if b.kind == "item"), None)
     if (command_above is not None and first is not None and first + 1 < len(blocks) and blocks[first + 1].kind == "code"
             and _same_command(command_above, _dedented(blocks[first + 1].lines))):
-        blocks = [b for i, b in enumerate(blocks) if i not in (first, first + 1)]
+        notes = next((j for j in range(first + 2, len(blocks)) if not _note(blocks[j])), len(blocks))
+        blocks = [b for i, b in enumerate(blocks) if not first <= i < notes]  # its notes are under the verdict's
+    under = False  # the block before this one is a code block shown (or a note kept under one)
     for block in blocks:
         shown: list[str] = []
+        if _note(block):  # the review's note on the command above it: with it, else (the command left out) not
+            if under:
+                yield _short_note(block.lines[0])  # right under the block, as the review put it
+                previous = "note"
+            continue
+        under = False
         if block.kind == "item":
             items += 1
             keep_code = part.code and items <= part.items
@@ -212,7 +224,7 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
                 shown = [_sentences(block.lines, part.sentences)]
         elif block.kind == "quote" and any(_heading_pattern(key).match(block.lines[0]) for key in KEPT_QUOTES):
             shown = list(block.lines)
-        elif block.kind == "code" and keep_code:  # other quotes (notes, corrections) and code stay behind --full
+        elif block.kind == "code" and keep_code:  # other quotes (a document's notes) and code stay behind --full
             shown = _quoted(block.lines, part.quote_lines) if part.quote_lines else _long_code(block.lines, lang)
         if not shown:
             continue
@@ -220,8 +232,23 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
             yield ""
         yield from shown
         previous = block.kind
+        under = block.kind == "code"
     if previous:
         yield ""
+
+
+def _note(block: Block) -> bool:
+    """A line of advice.review's notes under a code block (a note, or the bare ``>`` between two)."""
+    line = block.lines[0].strip()
+    return block.kind == "quote" and (line.startswith(NOTE_PREFIX) or line == ">")
+
+
+def _short_note(line: str) -> str:
+    """A review note cut as a brief cuts a sentence: its first (what was flagged and why, at most SENTENCE_CELLS, cut
+    at a word); the whole note, with its source, is in the full answer."""
+    quote = line[: line.index(">") + 1]
+    text = line[len(quote):].strip()
+    return f"{quote} {_sentences([text], 1)}" if text else quote
 
 
 def _same_command(above: str, block: str) -> bool:

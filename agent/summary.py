@@ -33,6 +33,11 @@ CITED = re.compile(r"\s*(?:\[\d+\])+\s*$")
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 TRAILING_COMMENT = re.compile(r"\s+#\s.*$")
 PARENTHESIS = re.compile(r"\s*[(（][^()（）]*[)）]")
+# advice.review's words: a note under a code block ("> ⚠ traindoc: `NAME` is unknown upstream: <reason> (<source>)"),
+# whose head up to the colon after the name is the flag a one-line surface carries; a mark after a prose line
+# (" ⚠ [traindoc: unknown upstream: <reason>]"), kept whole where the sentence before it is clipped
+NOTE_HEAD = re.compile(r"^>?\s*⚠\s*traindoc\s*[:：]\s*(?P<head>[^`:：\n]*`[^`\n]+`[^:：\n]*)")
+INLINE_MARK = re.compile(r"\s*⚠ \[traindoc[:：]\s*(?P<verdict>[^:：\]]+)[:：](?P<reason>[^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,17 @@ class Verdict:
     fix_notes: tuple[str, ...] = ()  # what advice.review said under the first fix's block (an unknown upstream name)
 
     @property
+    def flags(self) -> tuple[str, ...]:
+        """What advice.review flagged in the first fix, one short phrase each in the answer's language ("`NAME` is
+        unknown upstream"): what a surface of one line (a notification) carries next to the fix, without its notes."""
+        heads = [match.group("head").strip() if (match := NOTE_HEAD.match(note)) else
+                 clip_words(note.removeprefix(NOTE_PREFIX).lstrip(" :："), 80) for note in self.fix_notes]
+        for mark in INLINE_MARK.finditer(self.fix_text):
+            named = INLINE_CODE.search(mark.group("reason"))
+            heads.append(f"{named.group(0)} {mark.group('verdict').strip()}" if named else mark.group("verdict").strip())
+        return tuple(dict.fromkeys(heads))
+
+    @property
     def fix_line(self) -> str:
         """The first command of the first fix: what a one-line summary can carry."""
         for line in self.fix_code.splitlines():
@@ -57,6 +73,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, object]:
         return {"cause": self.cause, "where": self.where, "fix": self.fix_code or self.fix_text,
+                "fix_flags": list(self.flags),  # what advice.review flagged in that fix, next to it
                 "confidence": None if self.confidence is None else round(self.confidence, 3),
                 "basis": "evidence" if self.proven else "match"}
 
@@ -128,6 +145,8 @@ def first_fix_notes(markdown: str) -> tuple[str, ...]:
             if any(code.strip() for code in block):  # the first fix's block: the notes are the lines right under it
                 notes = []
                 for after in lines:
+                    if after.strip() == ">":  # the bare quote line between two notes (advice.review): read on
+                        continue
                     if not after.lstrip().startswith(NOTE_PREFIX):
                         break
                     notes.append(after.strip())
@@ -260,14 +279,16 @@ def verdict_markdown(verdict: Verdict, lang: Lang) -> str:
     elif verdict.basis:
         lines.append(f"- {_label('evidence', lang)}{verdict.basis}")
     if verdict.fix_text or verdict.fix_code:
-        lines.append(f"- {_label('first_fix', lang)}{clip_words(verdict.fix_text, FIX_TEXT_CHARS)}".rstrip())
+        sentence, marks = _marked(verdict.fix_text)  # the sentence is clipped, never the review's marks after it
+        lines.append(f"- {_label('first_fix', lang)}{clip_words(sentence, FIX_TEXT_CHARS)}{marks}".rstrip())
     elif verdict.next_step:
         lines.append(f"- {_label('next_step', lang)}{verdict.next_step}")
     if verdict.fix_code:
         code = verdict.fix_code.split("\n")
         shown = code[:FIX_LINES] + ([f"# … {say('see_below', lang)}"] if len(code) > FIX_LINES else [])
         lines.extend(["", fence(shown, "bash")])
-        lines.extend(verdict.fix_notes)  # flagged here as in the Fixes block: an unknown name is never shown bare
+        for i, note in enumerate(verdict.fix_notes):  # flagged here as in the Fixes block: never shown bare
+            lines.extend([">", note] if i else [note])  # each note its own paragraph of the quote, as there
     return "\n".join(lines)
 
 
@@ -278,12 +299,16 @@ def summary_line(verdict: Verdict, lang: Lang, width: int = 80) -> str:
     tail = say("summary_fix", lang, fix=verdict.fix_line) if verdict.fix_line else ""
     if tail and verdict.fix_notes:  # the command the review flagged: the line says so
         tail += " " + say("advice.fix_flagged", lang)
+    elif tail and verdict.flags:  # a command in the fix's sentence, whose marks the line carries
+        tail += " " + flag_line(verdict, lang)
     words, key = (verdict.fix_text, "first_fix") if verdict.fix_text else (verdict.next_step, "next_step")
+    words, marks = _marked(words)
     if not tail and words:  # a fix or a next step in words: it may be clipped (a command may not)
         label = f" · {say(key, lang)}{'：' if lang == 'zh' else ': '}"
-        room_left = width - cells(say("summary", lang, cause=verdict.cause)) - cells(label)
+        flagged = " " + flag_line(verdict, lang) if marks else ""  # what the review marked in it: never clipped
+        room_left = width - cells(say("summary", lang, cause=verdict.cause)) - cells(label) - cells(flagged)
         command = INLINE_CODE.match(words)
-        tail = label + (command.group(1) if command else clip_words(words, max(MIN_CAUSE_CHARS, room_left)))
+        tail = label + (command.group(1) if command else clip_words(words, max(MIN_CAUSE_CHARS, room_left))) + flagged
     head = say("summary", lang, cause="")
     room = max(MIN_CAUSE_CHARS, width - cells(head) - cells(tail) - 1)
     cause = CITED.sub("", verdict.cause)
@@ -292,6 +317,21 @@ def summary_line(verdict: Verdict, lang: Lang, width: int = 80) -> str:
     if tail and cells(head) + MIN_CAUSE_CHARS + cells(tail) > width:  # two lines: the cause, then the fix
         return _fit(head, cause, width) + "\n" + " " * cells(head) + tail.lstrip(" ·")
     return _fit(head, cause, room + cells(head)) + tail
+
+
+def _marked(sentence: str) -> tuple[str, str]:
+    """(``sentence`` without advice.review's marks, the marks as they were written after it)."""
+    marks = "".join(mark.group(0) for mark in INLINE_MARK.finditer(sentence))
+    return (INLINE_MARK.sub("", sentence).rstrip(), marks) if marks else (sentence, "")
+
+
+def _joined(flags: tuple[str, ...], lang: Lang) -> str:
+    return ("；" if lang == "zh" else "; ").join(flags)
+
+
+def flag_line(verdict: Verdict, lang: Lang) -> str:
+    """The review's flags on the first fix as one parenthesis for a surface of one line ("" where it has none)."""
+    return say("fix_flags", lang, flags=_joined(verdict.flags, lang)) if verdict.flags else ""
 
 
 def _fit(head: str, cause: str, width: int) -> str:
@@ -319,4 +359,5 @@ def finished(answer: Answer) -> str:
     return flanking_safe(verdict_markdown(verdict, lang) + "\n\n" + body)
 
 
-__all__ = ["Verdict", "drop_section", "finished", "first_fix", "summary_line", "verdict_markdown", "verdict_of"]
+__all__ = ["Verdict", "drop_section", "finished", "first_fix", "flag_line", "summary_line", "verdict_markdown",
+           "verdict_of"]

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from agent.answer import Answer
+from agent.summary import INLINE_MARK, flag_line
 from common.language import Lang, say
 from common.redaction import Redactor
 from common.textsafe import GRAVE, escape_mrkdwn
 from traindoc_slack.feedback import button_value
+from traindoc_slack.mrkdwn import NOTIFICATION_CHARS, plain_line, to_mrkdwn
 from traindoc_slack.mrkdwn import plain as plain_text
-from traindoc_slack.mrkdwn import plain_line, to_mrkdwn
 from traindoc_slack.sources import source_line
 
 SECTION_LIMIT = 2900  # Slack's section text limit is 3000 characters
@@ -46,17 +47,22 @@ def _chunks(text: str, limit: int = SECTION_LIMIT) -> list[str]:
 def notification_line(answer: Answer, redact: Any = None) -> str:
     """The message's ``text``: what a notification, a screen reader and search show. Plain text (no
     ``### Likely cause`` markup), one line: the job's root cause when the logs name one, else the answer's
-    first line (its verdict)."""
+    first line (its verdict). A fix advice.review flagged carries its flags (agent.summary.flag_line), never clipped:
+    the notification has no room for the notes under it."""
     redact = redact or Redactor().redact
     # masked before it is made one line: a secret's shape may span lines (a .netrc entry)
     cause = redact(answer.diagnosis.root_cause.summary) if answer.diagnosis and answer.diagnosis.root_cause else ""
     verdict = getattr(answer, "verdict", None)
+    flags = ""
     if verdict is not None and not cause:
         parts = [plain_text(redact(verdict.cause)), plain_text(redact(verdict.where))]
-        if fix := plain_text(redact(verdict.fix_line or verdict.fix_text), 160):
+        if fix := plain_text(redact(verdict.fix_line or INLINE_MARK.sub("", verdict.fix_text)), 160):
             parts.append(say("slack_fix", answer.lang, text=fix))
+            flags = plain_text(redact(flag_line(verdict, answer.lang)), NOTIFICATION_CHARS // 2)
         cause = " · ".join(p for p in parts if p)
-    line = plain_text(cause) if cause else plain_line(redact(answer.answer))
+    room = NOTIFICATION_CHARS - (len(flags) + 1 if flags else 0)
+    line = plain_text(cause, room) if cause else plain_line(redact(answer.answer))
+    line = f"{line} {flags}" if flags and line else line
     return escape_mrkdwn(redact(line or plain_text(redact(answer.question), 200)))
 
 

@@ -6,7 +6,8 @@ Answers @mentions and DMs in a thread, with the thread as history (its earlier l
 could not be); posts Block Kit with a plain-text notification line, sources (linked where the corpus records
 an upstream), probe findings and feedback buttons whose clicks are thanked and recorded, across restarts.
 ``/traindoc`` answers ephemerally with a "Share to channel" button. Attached logs and `traindoc probe --json`
-bundles are downloaded (size limit) and analysed; the bot's own host is probed only when
+bundles are downloaded (size limit) and analysed, and deleted with their turn (what a bot killed mid-turn left is
+removed when the next one starts); the bot's own host is probed only when
 TRAINDOC_SLACK_PROBES=host. Retries never answer twice; bots are ignored; a per-user rate limit and
 a channel allowlist apply. Slack API errors become one log line naming the setting to fix. The options and the
 rate limit are in traindoc_slack.options; attachments are downloaded and read by traindoc_slack.thread.
@@ -15,9 +16,11 @@ rate limit are in traindoc_slack.options; attachments are downloaded and read by
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import replace
@@ -59,6 +62,8 @@ class SlackBridge:
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self.downloads = troubleshooter.settings.cache_dir / "slack"
+        self.started = time.time()
+        clear_leftovers(self.downloads, self.started)  # a bot killed mid-turn left its turn's attachments
         self.bot_user_id: str | None = None
 
     # -- bolt wiring --------------------------------------------------------------
@@ -140,7 +145,7 @@ class SlackBridge:
         ts = event.get("ts")
         self._call(client.reactions_add, "reactions.add", channel=channel, timestamp=ts, name="eyes")
         skipped: list[str] = []  # attachments not read, said with the answer: it must not read as if they were
-        turn = self.downloads / uuid.uuid4().hex  # this turn's attachments, deleted once it is answered
+        turn = self.downloads / f"{os.getpid()}-{uuid.uuid4().hex}"  # this turn's attachments, deleted once answered
         try:
             question = self._question(event, client, channel, thread_ts, skipped, turn)
             answer = self.troubleshooter.ask(question)
@@ -381,6 +386,43 @@ class SlackBridge:
 
 
 NOTE_BLOCK = "traindoc_incident:"  # the note field's block id: this prefix, then the incident's id
+
+
+def clear_leftovers(downloads: Path, started: float) -> int:
+    """Remove what a bot before this one left in ``downloads`` (its turn was killed before it could delete its
+    attachments): every entry last changed before ``started``, except the turns of another bot still running on
+    the same data directory (a turn's folder is named after its process id). Returns how many were removed."""
+    try:
+        entries = list(os.scandir(downloads))
+    except OSError:  # no folder yet: nothing was ever left
+        return 0
+    removed = 0
+    for entry in entries:
+        try:
+            stat = entry.stat(follow_symlinks=False)
+            owner = entry.name.split("-", 1)[0]
+            if stat.st_mtime >= started or (owner.isdigit() and int(owner) != os.getpid() and _running(int(owner))):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:  # a file or a link: the link goes, never what it points to
+                os.unlink(entry.path)
+            removed += 1
+        except OSError as exc:
+            log.warning("slack: could not remove %s, left by an earlier run: %s", entry.name, exc)
+    if removed:
+        log.info("slack: removed %d attachment folder(s) an earlier run left in %s", removed, downloads)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, another user's (EPERM)
+        return True
+    return True
 
 
 def fixed_blocks(incident_id: str, asked: str) -> list[dict[str, Any]]:

@@ -21,6 +21,9 @@ _HEADING = re.compile(r"(?m)^#{1,6}[ \t]+(.+?)[ \t#]*$")
 _BOLD = re.compile(r"\*\*([^*\n]{1,400}?)\*\*|__([^_\n]{1,400}?)__")
 _BULLET = re.compile(r"(?m)^([ \t]*)[-*+][ \t]+(?=\S|\Z)")  # \Z: the item's text is a code span, a piece of its own
 _QUOTE = re.compile(r"(?m)^&gt;[ \t]")
+# the bare ">" between two quoted paragraphs (advice.review's notes, one each): Slack keeps every line of a quote
+# apart, and shows a ">" with nothing after it as the character itself
+_BARE_QUOTE = re.compile(r"[ \t]*>[ \t]*\n")
 _MARKER = re.compile(r"\s?\[\d{1,2}\](?:\[\d{1,2}\])*")
 _LINK = re.compile(r"!?\[([^\]\n]{0,300})\]\([^)\n]{0,500}\)")
 _PLAIN_NOISE = re.compile(r"\*\*|__|`+|^#{1,6}[ \t]+|^>[ \t]?|^[ \t]*[-*+][ \t]+", re.M)
@@ -72,6 +75,9 @@ def to_mrkdwn(markdown: str) -> str:
             following = pieces[index + 1][1] if index + 1 < len(pieces) else ""
             after = " " if following and needs_space(following[0]) else ""
             out.append(f"{before}`{escape_mrkdwn(inner.replace('`', GRAVE))}`{after}")
+        elif (_BARE_QUOTE.fullmatch(piece) and (not out or out[-1].endswith("\n"))
+              and index + 1 < len(pieces) and pieces[index + 1][1].lstrip(" \t").startswith(">")):
+            continue  # a line of its own between two quoted lines (a piece of its own: segments splits at lines)
         else:
             out.append(_text(piece))
     return "".join(out)

@@ -22,6 +22,10 @@ HINTS = {
     "ratelimited": ("Slack still rate-limited the bot after waiting its Retry-After: lower TRAINDOC_SLACK_RATE "
                     "(questions per user per minute) or TRAINDOC_SLACK_CHANNELS to fewer channels"),
 }
+# Slack asked for a wait longer than the bot's longest (traindoc_slack.ratelimit.MAX_WAIT_S): it gave up at once
+TOO_LONG_A_WAIT = ("Slack asked the bot to wait {wait:g} s (Retry-After), longer than the {most:g} s it waits, so it "
+                   "gave up at once without trying again: lower TRAINDOC_SLACK_RATE (questions per user per minute) "
+                   "or TRAINDOC_SLACK_CHANNELS to fewer channels")
 
 
 @dataclass(frozen=True)
@@ -68,11 +72,27 @@ def slack_error_line(exc: Exception, action: str) -> str:
         except Exception:  # a response object without .get
             code = ""
     hint = HINTS.get(code, "see the Slack API error above")
+    if code == "ratelimited" and (wait := _retry_after(response)) is not None:
+        from traindoc_slack.ratelimit import MAX_WAIT_S
+
+        if wait > MAX_WAIT_S:
+            hint = TOO_LONG_A_WAIT.format(wait=wait, most=MAX_WAIT_S)
     if code == "missing_scope" and response is not None:
         needed = response.get("needed")
         if needed:
             hint = f"add the scope {needed} in deploy/slack-manifest.yaml and reinstall the app"
     return f"slack: {action} failed: {code or type(exc).__name__}: {hint}"
+
+
+def _retry_after(response: object) -> float | None:
+    """The Retry-After (seconds) of a refused call's response, None where it names none."""
+    headers = getattr(response, "headers", None) or {}
+    try:
+        value = next((v for k, v in dict(headers).items() if str(k).lower() == "retry-after"), None)
+        value = value[0] if isinstance(value, list) and value else value
+        return None if value is None else max(0.0, float(str(value).strip()))
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass
