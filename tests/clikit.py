@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".venv" / "bin" if (ROOT / ".venv" / "bin" / "ask").exists() else Path(sys.executable).parent
@@ -89,3 +91,15 @@ def runbook_of(citations: list[dict]) -> str | None:
 def documents(citations: list[dict]) -> list[dict]:
     """The cited sections of documents (seeds, user runbooks), traindoc's own runbooks left out."""
     return [c for c in citations if "/runbooks/en/" not in c["source"] and "/runbooks/zh/" not in c["source"]]
+
+
+def ask_json(cli: Any, question: str) -> dict[str, Any]:
+    """`ask --json --no-probes QUESTION` through the ``cli`` fixture: its answer, the run asserted to succeed."""
+    done = cli("ask", "--json", "--no-probes", question)
+    assert done.returncode == 0, done.stderr[-800:]
+    return dict(json.loads(done.stdout))
+
+
+def lead_kind(answer: dict[str, Any]) -> str | None:
+    """The kind of the runbook that leads an ``ask --json`` answer, if one does."""
+    return (answer["lead"] or {}).get("kind")

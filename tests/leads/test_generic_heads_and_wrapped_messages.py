@@ -12,10 +12,11 @@ The reports are written for these tests; each runs the real registry, runbooks a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json as ask
+from clikit import lead_kind as _lead
 
 from runbooks.choose import quoted_message
 from runbooks.registry import unsignalled_generic
@@ -61,14 +62,6 @@ def test_a_message_wrapped_across_lines_still_names_its_kind() -> None:
 pytestmark_e2e = pytest.mark.usefixtures("use_shared_index")
 
 
-def ask(cli: Any, question: str) -> dict[str, Any]:
-    done = cli("ask", "--json", "--no-probes", question)
-    assert done.returncode == 0, done.stderr[-800:]
-    return dict(json.loads(done.stdout))
-
-
-def _lead(answer: dict[str, Any]) -> str | None:
-    return (answer["lead"] or {}).get("kind")
 
 
 @pytestmark_e2e

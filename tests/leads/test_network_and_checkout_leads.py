@@ -10,24 +10,17 @@ runbooks), run as a user runs them: `ask --json` over the real shared index.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json as ask
+from clikit import lead_kind as _lead
 
 from agent.exceptions import recognise
 
 pytestmark = pytest.mark.usefixtures("use_shared_index")
 
 
-def ask(cli: Any, question: str) -> dict[str, Any]:
-    done = cli("ask", "--json", "--no-probes", question)
-    assert done.returncode == 0, done.stderr[-800:]
-    return dict(json.loads(done.stdout))
-
-
-def _lead(answer: dict[str, Any]) -> str | None:
-    return (answer["lead"] or {}).get("kind")
 
 
 def test_urllib3_timing_out_on_the_hub_leads_with_hub_access(cli: Any) -> None:
