@@ -14,25 +14,25 @@ NOT_CODES = frozenset({"SM", "CC", "RTX", "GTX", "TITAN", "UTF", "ISO", "CP", "P
 MAX_CHARS = 4000  # only a question's opening names its code; a pasted log's ticket numbers are not the question
 
 
-def codes_in(text: str) -> list[str]:
+def _codes(text: str) -> list[re.Match[str]]:
     """The team error codes ``text`` names (its first MAX_CHARS characters), in order, each once."""
-    found = (m for m in CODE.finditer(text[:MAX_CHARS]) if m["prefix"] not in NOT_CODES)
-    return list(dict.fromkeys(m.group(0) for m in found))
+    found = {m.group(0): m for m in CODE.finditer(text[:MAX_CHARS]) if m["prefix"] not in NOT_CODES}
+    return list(found.values())
+
+
+def codes_in(text: str) -> list[str]:
+    """The team error codes ``text`` names, as written."""
+    return [m.group(0) for m in _codes(text)]
 
 
 def unnamed_code(text: str, documents: Iterable[str]) -> str | None:
     """The first team error code of ``text`` that none of ``documents`` names (by its number: "ERRX 5151" and
     "ERRX-5151" are one code), or None."""
-    codes = codes_in(text)
+    codes = _codes(text)
     if not codes:
         return None
     shown = list(documents)
-    return next((code for code in codes if not any(_number(code) in doc for doc in shown)), None)
-
-
-def _number(code: str) -> str:
-    found = CODE.fullmatch(code)
-    return found["number"] if found is not None else code
+    return next((m.group(0) for m in codes if not any(m["number"] in doc for doc in shown)), None)
 
 
 __all__ = ["codes_in", "unnamed_code"]

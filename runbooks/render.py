@@ -41,9 +41,14 @@ def _job_facts(facts: Sequence[str], lang: Lang) -> list[str]:
     return [f"**{say('runbook_your_job', lang)}** " + "; ".join(facts), ""] if facts else []
 
 
+def _as_quoted(messages: Sequence[str]) -> list[str]:
+    """The messages as a fix quotes them: without a trailing ": " (`undefined symbol` for "undefined symbol: ")."""
+    return [message.rstrip(": ") for message in messages]
+
+
 def written_for(item: Item, messages: Sequence[str]) -> list[str]:
     """The runbook messages a fix is written for: the inline code spans of its text that quote one of them."""
-    quoted = [message.rstrip(": ") for message in messages]  # "undefined symbol: " is quoted as `undefined symbol`
+    quoted = _as_quoted(messages)
     return [span for span in INLINE_CODE.findall(item.text)
             if len(span) >= 8 and any(message in span for message in quoted)]
 
@@ -52,12 +57,12 @@ def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: S
     """The fixes in the runbook's order, those written for the message the log shows first; when the log shows one
     of the runbook's messages, the fixes written for its other messages (another failure of the family: error 802
     for an `invalid device ordinal`) leave."""
+    quoted = _as_quoted(messages)
+
     def shown(item: Item) -> bool:  # the fix's quote is in the log; a quote that elides its variable part ("...",
         # "<n>"), by the runbook message inside it
         return any(span in line or (ELIDED.search(span) and any(m in span and m in line for m in quoted))
                    for span in written_for(item, messages) for line in evidence)
-
-    quoted = [message.rstrip(": ") for message in messages]
 
     first = [item for item in fixes if shown(item)]
     if not first and not any(message in line for message in messages for line in evidence):
