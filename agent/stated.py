@@ -17,6 +17,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from jobs.diagnosis import HANG_WORDS
+
 
 @dataclass(frozen=True)
 class Stated:
@@ -62,7 +64,8 @@ def _env() -> re.Pattern[str]:
 
 @cache
 def _facts() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...]:
-    return tuple((row["name"], re.compile(row["stated"]), re.compile(row["contradicts"])) for row in _data()["facts"])
+    return tuple((row["name"], re.compile(row["stated"]) if "stated" in row else HANG_WORDS, re.compile(row["contradicts"]))
+                 for row in _data()["facts"])  # no words of its own: the hang words state that the job hangs
 
 
 @cache

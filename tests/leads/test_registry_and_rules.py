@@ -123,8 +123,8 @@ def test_the_asker_s_stated_values_and_setup_are_read() -> None:
 @pytest.mark.parametrize(("text", "facts"), [
     ("NCCL unhandled system error on a single node in Docker", ("one node",)),
     ("单机8卡训练，NCCL 报错", ("one node",)),
-    ("works on a single node but hangs with two nodes", ()),  # the failing job is the other one
-    ("单机没问题，多机训练就卡住", ()),
+    ("works on a single node but hangs with two nodes", ("the job hangs",)),  # the failing job is the other one
+    ("单机没问题，多机训练就卡住", ("the job hangs",)),
     ("fine on a single GPU, OOM on 4 GPUs with DDP", ()),
     ("OOM on a single GPU (RTX 4090)", ("one GPU",)),
 ])

@@ -32,6 +32,8 @@ LINES = [
     "from GPU2 GSP! Expected function 76 (GSP_RM_CONTROL) sequence 5521 (0x20800a4c 0x4).",
     "kernel: NVRM: fallen off the bus and is not responding to commands.",
     "kernel: NVRM: Xid (PCI:0000:01:00): 95, pid=7062, Uncontained: LTC TAG (0x2, 0x1). RST: Yes, D-RST: No",
+    "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error",
+    "GPU 0000:02:00.0: GPU is lost.  Reboot the system to recover this GPU.",
 ]
 
 # An application's own bad access: the driver logs Xid 13 for it, but the CUDA error names the kind.
