@@ -1,0 +1,45 @@
+"""Issue 36 point 1, what tells a collective mismatch from a plain collective timeout in a hang with no debug flag on
+(runbooks/data/hang_stages.json, the collective_mismatch row; its runbook's 'How to recognise it'): the ranks' stacks
+in different collectives, generate() under ZeRO-3 or FSDP, a rank that stops early on its own metrics, batches that
+can carry no targets. `ask --json` over the real index (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.clikit import ask_json, lead_kind
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+
+@pytest.mark.parametrize("question", [
+    "py-spy shows rank 0 in all_gather while the other ranks sit in all_reduce; the job is stuck",
+    "DDP hangs at a random epoch with shuffle=True; a few images in my dataset have no bounding boxes",
+    "多卡训练卡死了，数据里有一些空样本（没有标注）",
+    "model.generate() hangs with DeepSpeed ZeRO-3 on 8 GPUs when do_sample=True",
+    "training freezes in dist.barrier() at the end; I use an early stopping callback",
+])
+def test_a_hang_whose_ranks_take_different_paths_is_a_collective_mismatch(cli: Any, question: str) -> None:
+    answer = ask_json(cli, question)
+    assert lead_kind(answer) == "collective_mismatch", answer["lead"]
+    assert answer["lead"]["rule"] == "hang_stage"
+
+
+def test_the_runbook_gives_the_fix_for_generate_under_zero3(cli: Any) -> None:
+    done = cli("ask", "--full", "--no-probes", "model.generate() hangs with DeepSpeed ZeRO-3 on 8 GPUs")
+    assert done.returncode == 0 and "synced_gpus=True" in done.stdout
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("the 16-GPU training job hangs in all_reduce after two hours", "collective_timeout"),
+    ("多卡训练卡住了，卡在 backward", "collective_timeout"),
+])
+def test_a_hang_that_names_only_where_it_waits_stays_a_collective_timeout(cli: Any, question: str, kind: str) -> None:
+    assert lead_kind(ask_json(cli, question)) == kind
+
+
+def test_batches_without_targets_name_no_mismatch_where_nothing_hangs(cli: Any) -> None:
+    answer = ask_json(cli, "loss becomes nan on batches that have no bounding boxes")
+    assert lead_kind(answer) != "collective_mismatch"
