@@ -48,3 +48,15 @@ def test_the_hang_words_state_that_the_job_hangs_and_plain_slowness_does_not() -
     assert "the job hangs" in stated_facts("训练卡住了，不再输出")
     assert "the job hangs" in stated_facts("the run froze after step 300")
     assert "the job hangs" not in stated_facts("training got slower after step 300")
+
+
+@pytest.mark.parametrize(("text", "slow"), [
+    ("  0%|          | 0/180060 [00:00<?, ?it/s]", False),  # a bar that never moved measured no rate
+    ("loss 2.1:  3%|▎ | 12/400 [00:33<18:16,  1.29it/s]", False),  # a rate in a healthy bar is no complaint
+    ("we get 2 it/s on 8 GPUs and expected 10", True),
+    ("each step takes 14 s/it", True),
+])
+def test_only_a_rate_the_asker_talks_about_signals_slow_training(text: str, slow: bool) -> None:
+    from runbooks.registry import signalled
+
+    assert (signalled("slow_training", text) is not None) is slow
