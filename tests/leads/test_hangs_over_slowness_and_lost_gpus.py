@@ -1,7 +1,8 @@
 """Issue 36 point 1, what tells neighbours apart: a job that stops making progress is not slow (the hang words rule the
 slow-training runbook out, registry: ruled_out_by "the job hangs"), and a hang whose GPU listing shows one GPU
 unreachable (NVML's "GPU is lost", nvidia-smi's ERR!, gpustat's ((Unknown Error))) is that GPU's failure, even on
-consumer GPUs whose hangs are otherwise P2P's. `ask --json` over the real index (tests/conftest.py)."""
+consumer GPUs whose hangs are otherwise P2P's; accelerate's notice that it used DeepSpeed's value yields to the
+out-of-memory the asker reports (registry: yields_to). `ask --json` over the real index (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,10 @@ def test_only_a_rate_the_asker_talks_about_signals_slow_training(text: str, slow
     from runbooks.registry import signalled
 
     assert (signalled("slow_training", text) is not None) is slow
+
+
+def test_accelerate_s_notice_yields_to_the_out_of_memory_the_asker_reports(cli: Any) -> None:
+    notice = ("Gradient accumulation steps mismatch: GradientAccumulationPlugin has 1, DeepSpeed config has 16. "
+              "Using DeepSpeed's value.")
+    assert lead_kind(ask_json(cli, f"{notice}\n然后训练还是爆显存了，4090 24G")) == "cuda_oom"
+    assert lead_kind(ask_json(cli, f"{notice}\nthen the run died: CUDA out of memory")) == "cuda_oom"
