@@ -137,7 +137,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     tried = None if setup is None else partial(_tried, setup=setup, lang=lang)
     why = say(f"lead_why_{lead.rule}", lang, because=_short(lead.because)) if lead is not None and lead.because else ""
     if job is None or job.root_cause is None:
-        return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted)  # a fix for the message pasted first
+        return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted,  # a fix for the message pasted first
+                                first=lead.fix if lead is not None else "")
     root, rules = job.root_cause, worsening(job)
     if root.rank is not None:  # the logs name the rank: its fix first, the command that finds a rank after it
         tried = partial(_rank_named, rank=root.rank, lang=lang, then=tried)
@@ -154,7 +155,8 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang,
                                                                       [*root.evidence, *job.search_lines]),
                             keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
-                            evidence=[*root.evidence, *job.search_lines], tried=tried, why=why)
+                            evidence=[*root.evidence, *job.search_lines], tried=tried, why=why,
+                            first=lead.fix if lead is not None else "")
 
 
 def _short(line: str, most: int = 160) -> str:

@@ -35,7 +35,7 @@ from agent.stated import binding_facts, stated_facts
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
-from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, kind_of_source, quoted_message
+from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, hang_stage_named, kind_of_source, quoted_message
 from runbooks.registry import neighbour_named, neighbours_of, ruled_out, signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
@@ -91,6 +91,7 @@ class Lead:
     because: str  # the line or words that decided ("" for a likeness)
     confidence: float | None
     established: bool  # named by the evidence (diagnosis, message, stage), not a likeness
+    fix: str = ""  # the fix the evidence calls for (a fragment of one of the runbook's fixes); "": the runbook's order
 
 
 @dataclass(frozen=True)
@@ -158,10 +159,10 @@ def named_thing(ev: LeadEvidence) -> Lead | None:
 
 def hang_stage(ev: LeadEvidence) -> Lead | None:
     """The report says the job hangs and where: the runbook of that stage."""
-    if (found := for_hang_stage(ev.text)) is None:
+    if (found := hang_stage_named(ev.text)) is None:
         return None
-    book, words = found
-    return Lead(book.kind, "hang_stage", words, CHOSEN_CONFIDENCE, True)
+    book, words, fix = found
+    return Lead(book.kind, "hang_stage", words, CHOSEN_CONFIDENCE, True, fix)
 
 
 def retrieved(ev: LeadEvidence) -> Lead | Stop | None:

@@ -151,14 +151,15 @@ def related_kinds(kind: str) -> frozenset[str]:
 
 
 @cache
-def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...], bool], ...]:
+def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...], bool, str], ...]:
     """(kind, words that name its stage, words that rule it out: a later part of the run the report names, whether
-    the words name a stage: the last row's only say what hangs, and the hang's own words say why it leads)."""
+    the words name a stage: the last row's only say what hangs, and the hang's own words say why it leads; the fix
+    the stage calls for: a fragment of one of the runbook's fixes, "" for the runbook's own order)."""
     def compiled(words: list[str]) -> tuple[re.Pattern[str], ...]:
         return tuple(re.compile(word, re.IGNORECASE) for word in words)
 
-    return tuple((row["kind"], compiled(row["words"]), compiled(row.get("unless", [])), row.get("names_stage", True))
-                 for row in _stage_table()["stages"])
+    return tuple((row["kind"], compiled(row["words"]), compiled(row.get("unless", [])), row.get("names_stage", True),
+                  str(row.get("fix", ""))) for row in _stage_table()["stages"])
 
 
 def for_hang(text: str) -> Runbook | None:
@@ -172,15 +173,22 @@ def for_hang_stage(text: str, *, staged: bool = True) -> tuple[Runbook, str] | N
     (data/hang_stages.json): "deepspeed 一直在等 ... Initializing TorchBackend" is a DeepSpeed start-up hang. Read
     from the report's first 4,000 characters (a prose question, or a paste's opening). ``staged=False``: the rows
     that name no stage, only what hangs (a training job), with the hang's own words."""
+    found = hang_stage_named(text, staged=staged)
+    return (found[0], found[1]) if found is not None else None
+
+
+def hang_stage_named(text: str, *, staged: bool = True) -> tuple[Runbook, str, str] | None:
+    """for_hang_stage, with the fix the stage calls for (a fragment of one of the runbook's fixes: ``synced_gpus``
+    for generate() under ZeRO-3), "" where the runbook's own order holds."""
     head = text[:4000]
     if (hang := HANG_WORDS.search(head)) is None:
         return None
     books = _kinds()
-    for kind, words, unless, names_stage in _stages():
+    for kind, words, unless, names_stage, fix in _stages():
         if names_stage != staged or kind not in books or any(u.search(head) for u in unless):
             continue
         if (named := next((m for w in words if (m := w.search(head)) is not None), None)) is not None:
-            return books[kind], named.group(0) if names_stage else hang.group(0)
+            return books[kind], named.group(0) if names_stage else hang.group(0), fix
     return None
 
 
@@ -191,5 +199,7 @@ def kind_of_source(source: str) -> str | None:
     return book.kind if book is not None and book.source == source else None
 
 
-__all__ = ["BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "in_language", "kind_of_source",
-           "quoted_message", "related_kinds"]
+__all__ = [
+    "BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "hang_stage_named", "in_language",
+    "kind_of_source", "quoted_message", "related_kinds",
+]

@@ -27,9 +27,33 @@ def test_a_hang_whose_ranks_take_different_paths_is_a_collective_mismatch(cli: A
     assert answer["lead"]["rule"] == "hang_stage"
 
 
-def test_the_runbook_gives_the_fix_for_generate_under_zero3(cli: Any) -> None:
-    done = cli("ask", "--full", "--no-probes", "model.generate() hangs with DeepSpeed ZeRO-3 on 8 GPUs")
-    assert done.returncode == 0 and "synced_gpus=True" in done.stdout
+@pytest.mark.parametrize(("question", "fix"), [
+    ("model.generate() hangs with DeepSpeed ZeRO-3 on 8 GPUs", "synced_gpus=True"),
+    ("多卡训练卡死了，数据里有一些图片没有目标", "has_boxes"),
+])
+def test_the_first_fix_is_the_one_the_hang_calls_for(cli: Any, question: str, fix: str) -> None:
+    answer = ask_json(cli, question)
+    assert fix in answer["verdict"]["fix"], answer["verdict"]["fix"]
+
+
+def test_a_mismatch_that_calls_for_no_fix_keeps_the_runbook_s_order(cli: Any) -> None:
+    answer = ask_json(cli, "training freezes in dist.barrier() at the end; I use an early stopping callback")
+    assert "bincount" in answer["verdict"]["fix"]  # fix 1: every rank issues the same collectives
+
+
+def test_every_fix_a_hang_stage_calls_for_is_a_fix_of_its_runbook_in_both_languages() -> None:
+    import json
+    from pathlib import Path
+
+    from runbooks.catalog import runbooks
+
+    rows = json.loads((Path(__file__).parents[2] / "runbooks/data/hang_stages.json").read_text(encoding="utf-8"))
+    called = [(row["kind"], row["fix"]) for row in rows["stages"] if row.get("fix")]
+    assert called
+    for kind, fix in called:
+        for lang in ("en", "zh"):
+            fixes = runbooks()[(kind, lang)].items["fixes"]
+            assert sum(fix in "\n".join([item.text, *item.code]) for item in fixes) == 1, (kind, lang, fix)
 
 
 @pytest.mark.parametrize(("question", "kind"), [
