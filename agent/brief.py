@@ -29,6 +29,7 @@ SENTENCE_CELLS = 150  # one kept sentence, at most (cut at a word beyond): two r
 MARKER = re.compile(r"\[(\d+)\]")
 CODE_LINES = 8  # a longer code block (a config file) shows its first lines in the brief
 CODE_INDENT = 4  # the columns the text renderer indents code by
+DOUBLE_ELLIPSIS = re.compile(r"…(?:\s*…)+")
 TRUNCATED = re.compile(r"^# … .*\n```$", re.M)  # the verdict's last code line saying the rest of the fix is below
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 PAUSES = "，、；：,; "  # where a clipped Chinese sentence may end
@@ -300,6 +301,7 @@ def _sentences(lines: Sequence[str], most: int) -> str:
     italic = len(text) > 2 and text.startswith("_") and text.endswith("_")  # a whole italic line stays italic
     kept = _split_sentences(text[1:-1] if italic else text)[: max(1, most)]
     shown = " ".join(_clipped(s.strip(), SENTENCE_CELLS) for s in kept)
+    shown = DOUBLE_ELLIPSIS.sub("…", shown)  # a clipped sentence before the "…" that said more follows: one mark
     if _unbalanced(shown):
         shown = shown.replace("`", "'").replace("**", "")
     if italic:

@@ -67,3 +67,10 @@ def test_json_carries_the_whole_answer_and_the_brief_one(cli, use_shared_index: 
     assert len(answer["brief"]) < len(answer["answer"])
     chinese = json.loads(cli("ask", "--json", "--no-probes", PASTED[2]).stdout)
     assert chinese["language"] == "zh"
+
+
+def test_a_clipped_sentence_before_the_more_follows_mark_shows_one_ellipsis(cli, use_shared_index: Path) -> None:
+    done = cli("ask", "--no-probes", "多卡训练卡死了，数据里有一些图片没有目标", env=ENV)
+    assert done.returncode == 0 and "首先尝试" in done.stdout
+    first_fix = next(line for line in done.stdout.splitlines() if "首先尝试" in line)
+    assert first_fix.endswith("…") and not re.search(r"…\s*…", first_fix), first_fix
