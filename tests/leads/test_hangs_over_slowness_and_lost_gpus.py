@@ -16,33 +16,25 @@ from tests.clikit import ask_json, lead_kind
 pytestmark = pytest.mark.usefixtures("use_shared_index")
 
 
-@pytest.mark.parametrize("question", [
-    "4-GPU DDP training is stuck after 3 epochs: GPU 0 shows 100% utilization, GPU 1 sits at 0%, nothing is printed",
-    "多卡训练跑到一半卡住了，一张卡利用率 100%，另一张 0%，也没有报错",
+@pytest.mark.parametrize(("question", "kind"), [
+    # a job that stops with one GPU busy is a hang, not slow training
+    ("4-GPU DDP training is stuck after 3 epochs: GPU 0 shows 100% utilization, GPU 1 sits at 0%, nothing is printed",
+     "collective_timeout"),
+    ("多卡训练跑到一半卡住了，一张卡利用率 100%，另一张 0%，也没有报错", "collective_timeout"),
+    # a job that is only slow is still slow training
+    ("training is very slow: GPU utilization stays around 40% and every step takes 2 s", "slow_training"),
+    # a hang whose GPU listing shows a GPU lost is that GPU's fault, on consumer GPUs too
+    ("8x RTX 3090 DDP job hangs in epoch 2; nvidia-smi shows ERR! in GPU 5's row and the other GPUs at 100%",
+     "gpu_hardware_fault"),
+    ("四张3090多卡训练卡住了，gpustat 显示 [1] ((Unknown Error)) | ?°C, ? %，其他卡 100%", "gpu_hardware_fault"),
+    ("the job hung and now nvidia-smi prints: Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error",
+     "gpu_hardware_fault"),
+    # consumer GPUs that hang with every GPU listed are still P2P's
+    ("DDP on four RTX 4090 hangs at the first all_reduce, every GPU at 100% in nvidia-smi", "consumer_gpu_p2p"),
 ])
-def test_a_job_that_stops_with_one_gpu_busy_is_a_hang_not_slow_training(cli: Any, question: str) -> None:
+def test_what_leads(cli: Any, question: str, kind: str) -> None:
     answer = ask_json(cli, question)
-    assert lead_kind(answer) == "collective_timeout", answer["lead"]
-
-
-def test_a_job_that_is_only_slow_is_still_slow_training(cli: Any) -> None:
-    answer = ask_json(cli, "training is very slow: GPU utilization stays around 40% and every step takes 2 s")
-    assert lead_kind(answer) == "slow_training", answer["lead"]
-
-
-@pytest.mark.parametrize("question", [
-    "8x RTX 3090 DDP job hangs in epoch 2; nvidia-smi shows ERR! in GPU 5's row and the other GPUs at 100%",
-    "四张3090多卡训练卡住了，gpustat 显示 [1] ((Unknown Error)) | ?°C, ? %，其他卡 100%",
-    "the job hung and now nvidia-smi prints: Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error",
-])
-def test_a_hang_whose_gpu_listing_shows_a_gpu_lost_is_that_gpu_s_fault(cli: Any, question: str) -> None:
-    answer = ask_json(cli, question)
-    assert lead_kind(answer) == "gpu_hardware_fault", answer["lead"]
-
-
-def test_consumer_gpus_that_hang_with_every_gpu_listed_are_still_p2p(cli: Any) -> None:
-    answer = ask_json(cli, "DDP on four RTX 4090 hangs at the first all_reduce, every GPU at 100% in nvidia-smi")
-    assert lead_kind(answer) == "consumer_gpu_p2p", answer["lead"]
+    assert lead_kind(answer) == kind, answer["lead"]
 
 
 def test_the_hang_words_state_that_the_job_hangs_and_plain_slowness_does_not() -> None:
