@@ -56,7 +56,9 @@ def test_a_wrong_interface_name_is_named_as_such(monkeypatch: pytest.MonkeyPatch
     assert not outcome.passed
     assert (outcome.rule, outcome.kind) == ("interface_missing", "nccl_interface")
     assert outcome.values["name"] == "GLOO_SOCKET_IFNAME" and outcome.values["value"] == "nosuch0"
-    assert outcome.ranks == (0, 1) and "nosuch0" in outcome.evidence
+    # every rank fails the same way, but torchrun stops the others once one has failed: on a loaded machine only the
+    # first may have written its error before it is stopped
+    assert outcome.ranks and set(outcome.ranks) <= {0, 1} and "nosuch0" in outcome.evidence
     assert outcome.title.startswith("NCCL or gloo finds no usable network interface")
     _nothing_left(result)
 
