@@ -36,7 +36,8 @@ from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, hang_stage_named, kind_of_source, quoted_message
-from runbooks.registry import neighbour_named, neighbours_of, ruled_out, signalled, unsignalled_generic, yielded
+from runbooks.registry import (narrowed, neighbour_named, neighbours_of, ruled_out, signalled, unsignalled_generic,
+                               yielded)
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)
@@ -265,7 +266,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
 def decide(ev: LeadEvidence) -> Lead | None:
     """The first rule of ``RULES`` that answers decides; None when nothing leads. A kind whose own signal the report
     lacks, while a neighbour's shows, yields to that neighbour (registry: yields_to): a GPU named beside ``no kernel
-    image`` and no extension named is the PyTorch build, not an extension."""
+    image`` and no extension named is the PyTorch build, not an extension. A kind whose failure came at a moment that
+    is a neighbour's narrows to it (registry: narrows_to): an OOM while an FSDP checkpoint is saved."""
     facts: tuple[str, ...] | None = None  # the setup the asker states, read when a likeness would lead
     for _name, rule in RULES:
         outcome = rule(ev)
@@ -278,6 +280,9 @@ def decide(ev: LeadEvidence) -> Lead | None:
                 continue  # "single node" and the network between nodes: a weaker rule may still answer
             if (other := yielded(outcome.kind, ev.words())) is not None:
                 return replace(outcome, kind=other[0], because=f"{outcome.because} · {other[1]}".strip(" ·"))
+            if (moment := narrowed(outcome.kind, ev.words())) is not None:
+                return replace(outcome, kind=moment[0], because=f"{outcome.because} · {moment[1]}".strip(" ·"),
+                               fix=moment[2])
             earlier = ev.text[: len(ev.text) - len(ev.new_words)]
             if ev.new_words and (named := neighbour_named(outcome.kind, ev.new_words, earlier)) is not None:
                 return Lead(named[0], "follow_up", named[1], outcome.confidence, outcome.established)

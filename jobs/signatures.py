@@ -4,8 +4,9 @@ A line is a root-cause candidate (it can start a cascade: OOM, KeyError, EADDRIN
 (a collective timeout, a lost peer, the launcher's SIGTERM: what follows from another rank's
 failure) or nothing; a launcher's line may also report how ranks ended (``exit_report``: torchrun's
 "failed (exitcode: -9)", srun's "task 3: Killed", Lightning's "Child process ... terminated with code").
-Every signature has a literal it must contain, so most lines are dismissed by substring tests before
-any regex runs; every pattern is linear (bounded repetitions, no nested quantifiers).
+Every signature has literals one of which it must contain (``literal``: a string or a list; every plain alternative
+of its pattern holds one, tests/jobs/test_signature_literals.py), so most lines are dismissed by substring tests
+before any regex runs; every pattern is linear (bounded repetitions, no nested quantifiers).
 """
 
 from __future__ import annotations
@@ -33,10 +34,17 @@ STRUCTURE_LINE = re.compile(r"^\s*(?:rank|exitcode|host|time|error_file|tracebac
 class Signature:
     kind: Literal["root", "symptom"]
     category: str
-    literal: str
+    literals: tuple[str, ...]  # a line the signature can match holds one of them (the first names the signature)
     pattern: re.Pattern[str]
     summary: str
     explain: bool = False  # the line alone does not say what it means: the root cause's sentence carries the summary
+
+    @property
+    def literal(self) -> str:
+        return self.literals[0]
+
+    def may_match(self, text: str) -> bool:
+        return any(literal in text for literal in self.literals)
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,9 @@ def signatures() -> tuple[Signature, ...]:
     table: list[Signature] = []
     for kind in ("symptom", "root"):  # a timeout line that also says "error" is a symptom first
         for row in data[kind]:
-            table.append(Signature(kind, row["category"], row["literal"], re.compile(row["pattern"]), row["summary"],
+            literal = row["literal"]
+            literals = (literal,) if isinstance(literal, str) else tuple(literal)
+            table.append(Signature(kind, row["category"], literals, re.compile(row["pattern"]), row["summary"],
                                    bool(row.get("explain"))))
     return tuple(table)
 
@@ -141,14 +151,14 @@ def exit_report(text: str) -> ExitReport | None:
 def meaning(text: str) -> Meaning | None:
     """The first signature ``text`` matches."""
     for signature in signatures():
-        if signature.literal in text and (found := signature.pattern.search(text)):
+        if signature.may_match(text) and (found := signature.pattern.search(text)):
             return Meaning(signature.kind, signature.category, signature.summary, found.group(0), signature.explain)
     return None
 
 
 @cache
 def literals() -> tuple[str, ...]:
-    return tuple(dict.fromkeys([s.literal for s in signatures()] + [s.literal for s in exit_shapes()]
+    return tuple(dict.fromkeys([lit for s in signatures() for lit in s.literals] + [s.literal for s in exit_shapes()]
                                + list(STRUCTURE_LITERALS)))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -38,6 +38,10 @@ class Kind:
     ruled_out_by: tuple[str, ...] = ()  # stated facts of the setup under which this is not the failure (one node)
     notices: frozenset[str] = frozenset()  # those of ``messages`` that name it only where nothing else quoted does
     nccl_info: frozenset[str] = frozenset()  # those of ``messages`` NCCL prints in its INFO lines: they name it there
+    # Neighbour -> {"when": the moment (a regular expression of the report's words) at which this kind's failure is
+    # that neighbour's, "fix": a fragment of the neighbour's fix the moment calls for}: an out-of-memory error while an
+    # FSDP checkpoint is saved is the full state dict gathered on GPU, and gathering it with CPU offload comes first.
+    narrows_to: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -108,7 +112,7 @@ def kinds() -> dict[str, Kind]:
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
                            tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")),
                            tuple(row.get("ruled_out_by", ())), frozenset(row.get("notices", ())),
-                           frozenset(row.get("nccl_info", ())))
+                           frozenset(row.get("nccl_info", ())), dict(row.get("narrows_to", {})))
     return table
 
 
@@ -138,6 +142,19 @@ def yielded(name: str, text: str) -> tuple[str, str] | None:
     for other in own.yields_to:
         if (words := signalled(other, text)) is not None:
             return other, words
+    return None
+
+
+def narrowed(name: str, text: str) -> tuple[str, str, str] | None:
+    """(the neighbour, the words of the moment, the fix it calls for) that kind ``name``'s failure narrows to in
+    ``text`` (data/kinds.json narrows_to): the report says when the failure came (a checkpoint being saved) and shows
+    that neighbour's own signal (FSDP): "CUDA out of memory while saving" in an FSDP job is the full state dict
+    gathered on one GPU."""
+    own = kind(name)
+    for other, row in (own.narrows_to.items() if own is not None else ()):
+        found = next((m for m in re.finditer(row["when"], text, re.IGNORECASE) if not denied(text, m.start())), None)
+        if found is not None and signalled(other, text) is not None:
+            return other, found.group(0), row.get("fix", "")
     return None
 
 
@@ -209,7 +226,8 @@ def _named_by_tables() -> dict[str, set[str]]:
         "runbooks/data/defaults.json": defaults,
         "corpus/data/section_kinds.json": {k for rows in sections.values() for row in rows.values() for k in row["kinds"]},
         "runbooks/data/kinds.json": set(_data("kinds.json")["kinds"])
-        | {n for row in _data("kinds.json")["kinds"].values() for n in [*row.get("neighbours", {}), *row.get("yields_to", ())]},
+        | {n for row in _data("kinds.json")["kinds"].values()
+           for n in [*row.get("neighbours", {}), *row.get("yields_to", ()), *row.get("narrows_to", {})]},
     }
 
 
@@ -226,6 +244,8 @@ def problems() -> list[str]:
         found += [f"{k.name}: notice {m!r} is not one of its messages" for m in sorted(k.notices - set(k.messages))]
         found += [f"{k.name}: NCCL INFO message {m!r} is not one of its messages"
                   for m in sorted(k.nccl_info - set(k.messages))]
+        found += [f"{k.name}: narrows to {other!r}, which is not one of its neighbours"
+                  for other in k.narrows_to if other not in k.neighbours]
         if not k.signal_patterns:
             found.append(f"{k.name}: no signals tell it from its neighbours")
         found += [f"{k.name}: ruled out by {fact!r}, which agent/data/stated.json does not state"
@@ -236,5 +256,5 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
+__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "narrowed", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
            "unsignalled_generic", "yielded"]

@@ -1,0 +1,55 @@
+"""Issue 36 point 1: a kind whose failure came at a moment that belongs to a neighbour narrows to it (registry:
+narrows_to). An out-of-memory error while an FSDP job saves its checkpoint is the full state dict gathered on one GPU
+(the FSDP runbook's 'How to recognise it'), and its first fix gathers with CPU offload; the same OOM during training,
+or while a job without FSDP saves, stays the out-of-memory runbook. Real tables, real index (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runbooks.registry import kind, narrowed, problems
+from tests.clikit import ask_json, lead_kind
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA out of memory while saving the checkpoint; training with --fsdp 'full_shard auto_wrap' runs fine",
+    "torch.OutOfMemoryError at the end when saving the model, FullyShardedDataParallel on 8 A100",
+    "用FSDP训练正常，保存模型的时候报 CUDA out of memory",
+    "OOM during checkpointing with fully_shard (FSDP2)",
+])
+def test_an_oom_at_an_fsdp_save_narrows_to_the_state_dict_runbook(text: str) -> None:
+    found = narrowed("cuda_oom", text)
+    assert found is not None and found[0] == "fsdp_state_dict" and found[2] == "cpu_offload=True", found
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA out of memory at step 40 with --fsdp full_shard; --save_steps 500",  # training, not the save
+    "CUDA out of memory while saving the checkpoint with DeepSpeed ZeRO-3",  # no FSDP: another kind's save
+    "FSDP job: CUDA out of memory in the forward pass of step 3",
+])
+def test_an_oom_elsewhere_stays_the_oom(text: str) -> None:
+    assert narrowed("cuda_oom", text) is None
+
+
+def test_a_kind_narrows_only_to_its_neighbours() -> None:
+    own = kind("cuda_oom")
+    assert own is not None and set(own.narrows_to) <= set(own.neighbours)
+    assert not problems()
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_leads_an_oom_at_an_fsdp_save_with_cpu_offload_first(cli: Any) -> None:
+    answer = ask_json(cli, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                           "It happens while saving the checkpoint after the last step; training with "
+                           "--fsdp 'full_shard auto_wrap' works")
+    assert lead_kind(answer) == "fsdp_state_dict", answer["lead"]
+    assert "cpu_offload=True" in answer["answer"].split("Fixes")[0], answer["answer"][:1200]
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_keeps_an_oom_in_training_under_fsdp_as_the_oom(cli: Any) -> None:
+    answer = ask_json(cli, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                           "at step 12 of training with --fsdp 'full_shard auto_wrap', --save_steps 500")
+    assert lead_kind(answer) == "cuda_oom", answer["lead"]
