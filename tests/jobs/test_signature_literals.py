@@ -6,10 +6,12 @@ on device" beside it made the answer a full disk."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from jobs.signatures import meaning, signatures
+from tests.clikit import ask_json, lead_kind
 
 REGEX_SYNTAX = re.compile(r"[][()*+?{}^$|]|\\[dswbDSWBAZ]")
 
@@ -69,3 +71,11 @@ def test_a_line_with_only_an_alternatives_words_is_read(line: str, category: str
 def test_words_that_name_no_failure_are_not_read_as_one(line: str) -> None:
     found = meaning(line)
     assert found is None or found.category not in ("peer_closed", "collective_mismatch", "native_crash"), found
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_answers_nccls_shm_segment_with_dev_shm_not_a_full_disk(cli: Any) -> None:
+    answer = ask_json(cli, "node1:812:903 [0] include/shm.h:28 NCCL WARN Error: failed to extend /dev/shm/nccl-7kmWcK "
+                           "to 9637892 bytes\nNo space left on device")
+    assert lead_kind(answer) == "dev_shm", answer["lead"]
+    assert "--shm-size" in answer["answer"] or "--ipc=host" in answer["answer"]
