@@ -21,7 +21,7 @@ def private_dir(folder: Path, *, narrow: bool = True) -> Path:
     existed = folder.is_dir()
     folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     if not existed or narrow:
-        _narrow(folder, FOLDER_MODE)
+        restrict(folder, FOLDER_MODE)
     return folder
 
 
@@ -31,7 +31,7 @@ def private_file(path: Path) -> Path:
     private_dir(path.parent, narrow=is_data_dir(path.parent))
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE))  # no O_TRUNC: an existing file is kept whole
     for candidate in (path, *(path.with_name(path.name + side) for side in SQLITE_SIDES)):
-        _narrow(candidate, FILE_MODE)
+        restrict(candidate, FILE_MODE)
     return path
 
 
@@ -48,7 +48,7 @@ def mode_of(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def _narrow(path: Path, mode: int) -> None:
+def restrict(path: Path, mode: int) -> None:
     """Take away every permission bit beyond ``mode`` from a file or folder of this user's (another user's, on a
     shared install, is left to its owner)."""
     try:

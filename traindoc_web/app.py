@@ -14,6 +14,7 @@ from agent.core import Troubleshooter
 from common.memory import fixed_mmap_threshold, limit_malloc_arenas
 from common.private import private_file
 from traindoc_web.chat import WebChat, WebOptions, is_loopback
+from traindoc_web.held import guard_uploads
 from traindoc_web.history import owner_of
 from traindoc_web.page import CSS, EXAMPLE_LOG, NEW_BROWSER, SCRIPT, SCROLL_TO_ANSWER, examples, server_host
 
@@ -161,7 +162,32 @@ def serve(troubleshooter: Troubleshooter, options: WebOptions, *, block: bool = 
             "Set TRAINDOC_WEB_AUTH=user:password.", options.host)
     app = build_app(WebChat(troubleshooter, options))
     app.queue(default_concurrency_limit=16)  # uploads read at most UPLOAD_READERS at once: the rest stay free
+    guard_uploads()  # a full disk: an upload is held in memory, or refused in one line (HTTP 507), never a 500
     app.launch(server_name=options.host, server_port=options.port, auth=options.auth, share=False,
-               max_file_size=int(options.max_upload_mb * 2**20), prevent_thread_lock=not block, quiet=True,
+               max_file_size=int(options.max_upload_mb * 2**20), prevent_thread_lock=True, quiet=True,
                footer_links=[], css=CSS, head=SCRIPT, show_error=False, allowed_paths=[str(EXAMPLE_LOG)])
+    _exit_handlers_run_on_sigterm()
+    if block:
+        app.block_thread()
     return app
+
+
+def _exit_handlers_run_on_sigterm() -> None:
+    """A SIGTERM (a service manager, `kill`) runs the exit handlers first, then ends the server as SIGTERM ends it:
+    the private folders a read-only data folder made (gradio's uploads, common.settings; the index's copy,
+    corpus.store) are removed, not left in the system's temporary folder."""
+    import atexit
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def ended(signum: int, _frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, ended)

@@ -6,13 +6,19 @@ kept is what the page showed, with secrets masked as in the feedback store (``co
 questions, the answers, their sources, and the log lines a follow-up needs (the uploaded files themselves are
 not copied). Conversations not touched for ``TRAINDOC_WEB_HISTORY_DAYS`` days (default 30) are deleted; 0 keeps
 nothing.
+
+Saving a turn costs that turn, not the conversation: each item of the state (a message, an
+answer, a turn) is masked once and its JSON kept (``_Fragments``, per conversation, in memory); a save masks what is
+new or changed and joins the rest, the same text ``json.dumps(masked(state))`` makes.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +66,57 @@ def masked(value: Any) -> Any:
     return value
 
 
+def _kept_form(value: Any) -> Any:
+    """What masking reads of ``value``: its structure, each string as ``kept`` cuts it (cheap: no masking)."""
+    if isinstance(value, str):
+        return kept(value)
+    if isinstance(value, list | tuple):
+        return [_kept_form(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _kept_form(v) for k, v in value.items()}
+    return value
+
+
+def _dumped(value: Any) -> str:
+    return json.dumps(masked(value), ensure_ascii=False)
+
+
+MEMO_CONVERSATIONS = 8  # conversations whose masked items are kept in memory (the rest are masked again when saved)
+MEMO_CHARS = 48 * 2**20  # and their JSON, in all
+
+
+class _Fragments:
+    """One conversation's items as saved: for each list of the state, each item's kept form and its masked JSON."""
+
+    def __init__(self) -> None:
+        self.lists: dict[str, list[tuple[Any, str]]] = {}
+        self.chars = 0
+        self.lock = threading.Lock()  # one save of a conversation at a time (two tabs on one conversation)
+
+    def body(self, state: dict[str, Any]) -> str:
+        """``json.dumps(masked(state), ensure_ascii=False)``, masking only the items not seen as they are now."""
+        if not all(isinstance(key, str) for key in state):  # json.dumps would write such a key its own way
+            return _dumped(state)
+        parts = []
+        for key, value in state.items():
+            if not isinstance(value, list):
+                parts.append(f"{json.dumps(key, ensure_ascii=False)}: {_dumped(value)}")
+                continue
+            before = self.lists.get(key, [])
+            now: list[tuple[Any, str]] = []
+            for index, item in enumerate(value):
+                form = _kept_form(item)
+                if index < len(before) and before[index][0] == form:
+                    now.append(before[index])
+                else:
+                    now.append((form, _dumped(item)))
+            self.lists[key] = now
+            parts.append(f"{json.dumps(key, ensure_ascii=False)}: [{', '.join(f for _, f in now)}]")
+        body = "{" + ", ".join(parts) + "}"
+        self.chars = len(body)
+        return body
+
+
 @dataclass(frozen=True)
 class Saved:
     id: str
@@ -74,6 +131,8 @@ class HistoryStore:
     def __init__(self, path: Path, days: float) -> None:
         self.path = path
         self.days = days
+        self._memo: OrderedDict[tuple[str, str], _Fragments] = OrderedDict()
+        self._memo_lock = threading.Lock()
         if not self.enabled:
             return
         try:
@@ -105,13 +164,36 @@ class HistoryStore:
         if not (self.enabled and owner and conversation):
             return
         now = time.time()
-        title = " ".join(mask(title).split())[:TITLE_CHARS] or "(log)"
-        body = json.dumps(masked(state), ensure_ascii=False)
-        self.expire(now)
-        with closing(self._connect()) as db, db:
-            db.execute("INSERT INTO conversation (id, owner, created, updated, title, state) VALUES (?, ?, ?, ?, ?, ?)"
-                       " ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, state = excluded.state"
-                       " WHERE conversation.owner = excluded.owner", (conversation, owner, now, now, title, body))
+        fragments = self._fragments(owner, conversation)
+        with fragments.lock:
+            body = fragments.body(state)
+            self.expire(now)
+            with closing(self._connect()) as db, db:
+                if not db.execute("UPDATE conversation SET updated = ?, state = ? WHERE id = ? AND owner = ?",
+                                  (now, body, conversation, owner)).rowcount:
+                    # a new row: its title is masked once, with it (an update keeps it), not every turn
+                    title = " ".join(mask(title).split())[:TITLE_CHARS] or "(log)"
+                    db.execute("INSERT INTO conversation (id, owner, created, updated, title, state)"
+                               " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET updated = excluded.updated,"
+                               " state = excluded.state WHERE conversation.owner = excluded.owner",
+                               (conversation, owner, now, now, title, body))
+        self._trim()
+
+    def _fragments(self, owner: str, conversation: str) -> _Fragments:
+        with self._memo_lock:
+            key = (owner, conversation)
+            found = self._memo.get(key)
+            if found is None:
+                found = self._memo[key] = _Fragments()
+            self._memo.move_to_end(key)
+            return found
+
+    def _trim(self) -> None:
+        """The memo within MEMO_CONVERSATIONS and MEMO_CHARS: the least recently saved conversations go first."""
+        with self._memo_lock:
+            while len(self._memo) > 1 and (len(self._memo) > MEMO_CONVERSATIONS or
+                                           sum(f.chars for f in self._memo.values()) > MEMO_CHARS):
+                self._memo.popitem(last=False)
 
     def load(self, owner: str, conversation: str) -> Saved | None:
         """The owner's conversation (another owner's id reads as none)."""

@@ -60,6 +60,7 @@ class Turn:
 
     text: str
     upload: str | None = None  # a log file to read (within ``max_upload_mb``) as the job this turn asks about
+    held: bytes | None = None  # its bytes, where a full disk kept the upload in memory (traindoc_web.held)
     bundle: Path | None = None
     history: Sequence[Mapping[str, Any]] = ()
     probes: bool = False
@@ -113,7 +114,7 @@ def answer_turn(troubleshooter: Troubleshooter, turn: Turn, send: Send) -> None:
     from traindoc_web.upload import read_upload
 
     try:
-        reading, paths = read_upload(turn.upload, turn.max_upload_mb, turn.text)
+        reading, paths = read_upload(turn.upload, turn.max_upload_mb, turn.text, turn.held)
     except TraindocError as exc:
         send(Unread(str(exc)))
         return
