@@ -6,8 +6,12 @@ when traindoc made it or it is the data folder (``TRAINDOC_DATA_DIR``): never a 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import stat
+import tempfile
+import threading
 from pathlib import Path
 
 FILE_MODE = 0o600
@@ -57,3 +61,46 @@ def restrict(path: Path, mode: int) -> None:
             path.chmod(stat.S_IMODE(info.st_mode) & mode)
     except OSError:
         pass
+
+
+_TEMPORARY: list[Path] = []  # the folders ``private_temp_dir`` made in this process
+_REMOVING = threading.Lock()  # a second remover (the web worker's exit and its lifeline) waits for the first
+
+
+def private_temp_dir(prefix: str) -> Path:
+    """A new folder under the system's temporary folder that only this user can enter (0700), removed when the
+    process ends: at exit, on SIGTERM where ``exit_handlers_on_sigterm`` was called (the web server and its worker),
+    when the web worker's server goes away (traindoc_web.worker): ``remove_private_temps``."""
+    _TEMPORARY.append(Path(tempfile.mkdtemp(prefix=prefix)))
+    return _TEMPORARY[-1]
+
+
+def remove_private_temps() -> None:
+    """Remove every folder ``private_temp_dir`` made in this process, and what is in it; returns once they are gone,
+    whichever thread removes them."""
+    with _REMOVING:
+        while _TEMPORARY:
+            shutil.rmtree(_TEMPORARY[-1], ignore_errors=True)
+            _TEMPORARY.pop()
+
+
+atexit.register(remove_private_temps)
+
+
+def exit_handlers_on_sigterm() -> None:
+    """A SIGTERM (a service manager, `kill`) runs the exit handlers first (``remove_private_temps`` among them), then
+    ends the process as SIGTERM ends it; a second SIGTERM ends it at once. Only from the main thread, and only where
+    SIGTERM still has its default action (a handler of someone else's is kept)."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def ended(signum: int, _frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, ended)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -253,11 +250,13 @@ ENVIRONMENT: dict[str, str] = {
 def contain_caches(settings: Settings) -> None:
     """Keep third-party caches (HF, torch, gradio, chroma telemetry) inside the data directory; where it cannot be
     written (a read-only mount, a folder of another user), gradio's uploads go to a private folder of this process
-    (``private_temp_dir``): the web chat still starts and answers."""
+    (``common.private.private_temp_dir``): the web chat still starts and answers."""
+    from common.private import private_temp_dir
+
     cache = settings.cache_dir
     if "GRADIO_TEMP_DIR" not in os.environ:  # gradio reads it at import, and creates it when it starts serving
         gradio = cache / "gradio"
-        os.environ["GRADIO_TEMP_DIR"] = str(gradio if writable(gradio) else private_temp_dir())
+        os.environ["GRADIO_TEMP_DIR"] = str(gradio if writable(gradio) else private_temp_dir("traindoc-uploads-"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HOME", str(cache / "hf"))
@@ -280,21 +279,3 @@ def writable(folder: Path) -> bool:
             return False
         place = place.parent
     return place.is_dir() and os.access(place, os.W_OK | os.X_OK)
-
-
-_PRIVATE: list[Path] = []  # this process's private temporary folder, once made
-
-
-def private_temp_dir() -> Path:
-    """A folder only this process's user can enter (0700, under the system's temporary folder), made once and removed
-    when the process exits (``remove_private_temp``; traindoc_web.app runs the exit handlers on SIGTERM too)."""
-    if not _PRIVATE:
-        _PRIVATE.append(Path(tempfile.mkdtemp(prefix="traindoc-uploads-")))
-        atexit.register(remove_private_temp)
-    return _PRIVATE[0]
-
-
-def remove_private_temp() -> None:
-    """Remove ``private_temp_dir``'s folder (and what was uploaded into it), if this process made one."""
-    while _PRIVATE:
-        shutil.rmtree(_PRIVATE.pop(), ignore_errors=True)

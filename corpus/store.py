@@ -12,7 +12,6 @@ private umask (``corpus.private_files``): the files chromadb creates, which hold
 
 from __future__ import annotations
 
-import atexit
 import errno
 import logging
 import os
@@ -30,7 +29,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from common.errors import ConfigError, DiskFullError, IndexMismatchError, IndexMissingError, IndexStoreError
-from common.private import FOLDER_MODE
+from common.private import FOLDER_MODE, private_temp_dir
 from common.settings import Settings
 from corpus.embedding import Embedder
 from corpus.private_files import private_umask
@@ -211,9 +210,8 @@ def _register_function() -> None:
 
 def _private_copy(path: Path) -> Path:
     """A read-only index copied where this process may write (chromadb writes even to read)."""
-    target = Path(tempfile.mkdtemp(prefix="traindoc-index-")) / "chroma"
+    target = private_temp_dir("traindoc-index-") / "chroma"  # removed when the process ends, a SIGTERM included
     shutil.copytree(path, target)
-    atexit.register(shutil.rmtree, target.parent, True)
     log.info("the index at %s is read-only; reading a private copy in %s", path, target)
     return target
 

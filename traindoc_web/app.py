@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.core import Troubleshooter
 from common.memory import fixed_mmap_threshold, limit_malloc_arenas
-from common.private import private_file
+from common.private import exit_handlers_on_sigterm, private_file
 from traindoc_web.chat import WebChat, WebOptions, is_loopback
 from traindoc_web.held import guard_uploads
 from traindoc_web.history import owner_of
@@ -166,28 +166,8 @@ def serve(troubleshooter: Troubleshooter, options: WebOptions, *, block: bool = 
     app.launch(server_name=options.host, server_port=options.port, auth=options.auth, share=False,
                max_file_size=int(options.max_upload_mb * 2**20), prevent_thread_lock=True, quiet=True,
                footer_links=[], css=CSS, head=SCRIPT, show_error=False, allowed_paths=[str(EXAMPLE_LOG)])
-    _exit_handlers_run_on_sigterm()
+    exit_handlers_on_sigterm()  # the private folders a read-only data folder made go with the server
     if block:
         app.block_thread()
     return app
 
-
-def _exit_handlers_run_on_sigterm() -> None:
-    """A SIGTERM (a service manager, `kill`) runs the exit handlers first, then ends the server as SIGTERM ends it:
-    the private folders a read-only data folder made (gradio's uploads, common.settings; the index's copy,
-    corpus.store) are removed, not left in the system's temporary folder."""
-    import atexit
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def ended(signum: int, _frame: Any) -> None:
-        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends it at once
-        try:
-            atexit._run_exitfuncs()
-        finally:
-            os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, ended)

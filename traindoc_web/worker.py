@@ -290,9 +290,11 @@ def serve(channel: int, lifeline: int) -> int:
     from multiprocessing.connection import Connection
 
     from common.memory import limit_malloc_arenas, return_freed_memory
+    from common.private import exit_handlers_on_sigterm
     from traindoc_cli.quiet import setup_logging
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle: it stops us
+    exit_handlers_on_sigterm()  # a service manager's SIGTERM to the whole group: its private copy goes too
     os.nice(NICE)  # on a busy machine the server's short questions get the CPU first
     # The server gone (SIGKILL included), mid-turn too: its end of the lifeline closes and this process ends.
     threading.Thread(target=_exit_with, args=(lifeline,), name="traindoc-web-lifeline", daemon=True).start()
@@ -319,8 +321,11 @@ def serve(channel: int, lifeline: int) -> int:
 
 
 def _exit_with(lifeline: int) -> None:
+    from common.private import remove_private_temps
+
     while os.read(lifeline, 1):  # nothing is ever written: this returns b"" once the server's end is closed
         pass
+    remove_private_temps()  # a read-only index's private copy (corpus.store): os._exit runs no exit handler
     os._exit(0)
 
 
