@@ -5,8 +5,8 @@ The lock is an flock(2) on that file (``filelock``): it goes with the process, h
 it, ``index.lock.json`` says who holds it (pid, program and subcommand, since when: never the rest of the
 command line, which may be a question), so that a second run can say at once what it waits for and for how long
 (``TRAINDOC_LOCK_TIMEOUT``), then proceeds, or stops with one line when the wait runs out. Taking the lock is what
-creates the data folder: 0700 when traindoc makes it (a folder the user made keeps its mode), the lock and its
-record 0600 (``corpus.private_files``).
+creates the data folder: 0700 (one found wider is narrowed, as the web history and the feedback store narrow it;
+another user's is left to them), the lock and its record 0600 (``corpus.private_files``).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def hold_index_lock(settings: Settings) -> Iterator[None]:
 
     wait_s = settings.lock_timeout_s
     try:
-        private_dir(settings.data_dir, narrow=False)  # 0700 when made here; the user's own folder is theirs
+        private_dir(settings.data_dir)  # 0700: made so, or narrowed (this user's only), as the stores in it do
         lock = FileLock(str(lock_path(settings)), mode=FILE_MODE)
         try:
             lock.acquire(timeout=0)

@@ -288,17 +288,16 @@ def build_index(
 
 def narrow_written(settings: Settings) -> None:
     """What an older traindoc wrote wider (0644) than it now does, narrowed: the index's files 0600, its folders
-    0700 (corpus.private_files). The data folder itself is left as it is."""
+    0700 (corpus.private_files); the data folder itself is narrowed when the index lock is taken."""
     from corpus.index_lock import holder_path, lock_path
     from corpus.manifest import manifest_path
     from corpus.snapshot import store_version_path
     from corpus.store import snapshot_path
 
+    cache = settings.cache_dir
     files = [snapshot_path(settings), manifest_path(settings), roots_registry(settings), lock_path(settings),
-             holder_path(settings), store_version_path(settings)]
-    trees = [settings.cache_dir] * (not settings.cache_dir.is_symlink()) + [settings.chroma_dir] * (
-        settings.chroma_url is None)
-    narrow_index(files, trees)
+             holder_path(settings), store_version_path(settings), *cache.glob("embeddings-*.npz")]
+    narrow_index(files, [settings.chroma_dir] * (settings.chroma_url is None), folders=[cache])
 
 
 # what a run writes, then renames into place

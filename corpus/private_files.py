@@ -56,9 +56,12 @@ def private_umask() -> Iterator[None]:
                 os.umask(_UMASK_DEPTH[1])
 
 
-def narrow_index(files: Iterable[Path], trees: Iterable[Path]) -> None:
-    """``files`` (with SQLite's side files) narrowed to 0600; every folder under each of ``trees`` to 0700 and every
-    file in them to 0600. Links are not followed; what is missing is skipped."""
+def narrow_index(files: Iterable[Path], trees: Iterable[Path], folders: Iterable[Path] = ()) -> None:
+    """``files`` (with SQLite's side files) narrowed to 0600, ``folders`` to 0700; each of ``trees`` and every
+    folder under it to 0700, every file in them to 0600. Links are not followed; what is missing is skipped."""
+    for place in folders:
+        if not place.is_symlink():
+            restrict(place, FOLDER_MODE)
     for path in files:
         for candidate in (path, *(path.with_name(path.name + side) for side in SQLITE_SIDES)):
             restrict(candidate, FILE_MODE)
