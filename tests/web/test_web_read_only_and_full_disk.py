@@ -306,3 +306,17 @@ def test_a_form_read_into_memory_is_the_bytes_that_were_sent() -> None:
                 yield body[start:start + 7]
 
     assert _run(_read_form(Request(), len(body) + FORM_BYTES)) == [("a.log", sent)]
+
+
+def test_a_held_log_is_read_from_memory_and_a_held_gzip_or_bundle_is_one_line() -> None:
+    import gzip
+
+    from common.errors import InputError
+    from traindoc_web.upload import read_upload
+
+    reading, paths = read_upload("/srv/gradio/abc/train.log", 1, "why", held=_log(20_000).encode())
+    assert paths == () and any("Watchdog caught collective operation timeout" in line for line in reading.errors)
+    for data in (gzip.compress(b"NCCL WARN x\n"), b'{"traindoc_bundle": 1, "results": []}'):
+        with pytest.raises(InputError) as refused:
+            read_upload("/srv/gradio/abc/job.log.gz", 1, "why", held=data)
+        assert refused.value.message.startswith("'job.log.gz': the upload could not be kept: the server's disk is full")
