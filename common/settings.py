@@ -248,17 +248,34 @@ ENVIRONMENT: dict[str, str] = {
 
 
 def contain_caches(settings: Settings) -> None:
-    """Keep third-party caches (HF, torch, gradio, chroma telemetry) inside the data directory."""
+    """Keep third-party caches (HF, torch, gradio, chroma telemetry) inside the data directory; where it cannot be
+    written (a read-only mount, a folder of another user), gradio's uploads go to a private folder of this process
+    (``common.private.private_temp_dir``): the web chat still starts and answers."""
+    from common.private import private_temp_dir
+
     cache = settings.cache_dir
+    if "GRADIO_TEMP_DIR" not in os.environ:  # gradio reads it at import, and creates it when it starts serving
+        gradio = cache / "gradio"
+        os.environ["GRADIO_TEMP_DIR"] = str(gradio if writable(gradio) else private_temp_dir("traindoc-uploads-"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HOME", str(cache / "hf"))
     os.environ.setdefault("SENTENCE_TRANSFORMERS_HOME", str(cache / "sentence-transformers"))
     os.environ.setdefault("TORCH_HOME", str(cache / "torch"))
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("GRADIO_TEMP_DIR", str(cache / "gradio"))
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     os.environ.setdefault("MPLCONFIGDIR", str(cache / "matplotlib"))
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def writable(folder: Path) -> bool:
+    """Whether ``folder`` could be made and written here, asked of the nearest folder that exists (nothing is made:
+    a read-only mount answers no to root too)."""
+    place = folder
+    while not place.exists():
+        if place.parent == place:
+            return False
+        place = place.parent
+    return place.is_dir() and os.access(place, os.W_OK | os.X_OK)

@@ -6,7 +6,9 @@ every run (so `--rebuild` and edits to one section of a runbook re-embed only wh
 
 A build flushes what it embedded to a small shard file beside the cache after every batch (``flush``), so an
 interrupted build (Ctrl-C, kill -9, a full disk) loses at most one batch: the next run reads the shards and
-embeds only the rest. ``save`` folds the shards into the cache file when a build completes.
+embeds only the rest. ``save`` folds the shards into the cache file when a build completes. The cache holds what
+the team's documents say, as vectors: its files are 0600 in a 0700 folder (``corpus.private_files``); the shipped
+files are the repository's, 0644.
 Regenerate the shipped files with `python -m corpus.ship_vectors` after editing the built-in documents.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.private import FILE_MODE, FOLDER_MODE
 from corpus import BUILTIN_DIR
 from corpus.embedding import Embedder, in_calls
 
@@ -120,10 +123,12 @@ class EmbeddingCache:
         self._unflushed = {}
 
 
-def write_vectors(path: Path, vectors: dict[str, np.ndarray], compress: bool = True) -> bool:
+def write_vectors(path: Path, vectors: dict[str, np.ndarray], compress: bool = True, mode: int = FILE_MODE) -> bool:
+    """Replace ``path`` with ``vectors`` at once, as a file of ``mode`` (a cache's: 0600; the shipped files pass
+    0644); False when it could not be written."""
     tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".emb-", suffix=".npz")
         os.close(fd)
         keys = np.array(sorted(vectors), dtype="U40")
@@ -131,7 +136,7 @@ def write_vectors(path: Path, vectors: dict[str, np.ndarray], compress: bool = T
         for row, key in enumerate(keys):  # row by row: no float32 copy of the whole cache
             matrix[row] = vectors[key]
         (np.savez_compressed if compress else np.savez)(tmp, keys=keys, vectors=matrix)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
         return True
     except OSError as exc:

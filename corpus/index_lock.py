@@ -4,7 +4,9 @@
 The lock is an flock(2) on that file (``filelock``): it goes with the process, however the process ends. Beside
 it, ``index.lock.json`` says who holds it (pid, program and subcommand, since when: never the rest of the
 command line, which may be a question), so that a second run can say at once what it waits for and for how long
-(``TRAINDOC_LOCK_TIMEOUT``), then proceeds, or stops with one line when the wait runs out.
+(``TRAINDOC_LOCK_TIMEOUT``), then proceeds, or stops with one line when the wait runs out. Taking the lock is what
+creates the data folder: 0700 (one found wider is narrowed, as the web history and the feedback store narrow it;
+another user's is left to them), the lock and its record 0600 (``corpus.private_files``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from common.errors import IndexBusyError, IndexStoreError
+from common.private import FILE_MODE, private_dir
 from common.settings import Settings
+from corpus.private_files import write_private_text
 
 log = logging.getLogger(__name__)
 ANNOUNCE_AFTER_S = 1.0  # a wait allowed to last less than this passes without a word
@@ -45,14 +49,10 @@ def _this_process() -> str:
 
 def _record_holder(settings: Settings) -> None:
     payload = {"pid": os.getpid(), "command": _this_process(), "since": time.time()}
-    target = holder_path(settings)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(payload), encoding="utf-8")
-        os.replace(tmp, target)
+        write_private_text(holder_path(settings), json.dumps(payload))
     except OSError as exc:  # a read-only or full folder: the lock still works, the waiter says less
         log.debug("could not record the index lock's holder: %s", exc)
-        tmp.unlink(missing_ok=True)
 
 
 def _forget_holder(settings: Settings) -> None:
@@ -94,8 +94,8 @@ def hold_index_lock(settings: Settings) -> Iterator[None]:
 
     wait_s = settings.lock_timeout_s
     try:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(lock_path(settings)))
+        private_dir(settings.data_dir)  # 0700: made so, or narrowed (this user's only), as the stores in it do
+        lock = FileLock(str(lock_path(settings)), mode=FILE_MODE)
         try:
             lock.acquire(timeout=0)
         except Timeout:

@@ -46,6 +46,7 @@ from corpus.manifest import (
     store_files,
     write_manifest,
 )
+from corpus.private_files import WRITTEN_PREFIX, narrow_index, write_private_text
 from corpus.renderings import english_runbook, original_path
 from corpus.store import StoredChunk, VectorStore, disk_full, low_space, no_space, remove_local_index
 
@@ -281,9 +282,26 @@ def build_index(
             if no_space(exc):
                 raise disk_full(settings.data_dir) from exc
             raise
+        finally:
+            narrow_written(settings)
 
 
-STALE_PREFIXES = (".chunks-", ".emb-", ".manifest-", ".knowledge-")  # what a run writes, then renames into place
+def narrow_written(settings: Settings) -> None:
+    """What an older traindoc wrote wider (0644) than it now does, narrowed: the index's files 0600, its folders
+    0700 (corpus.private_files); the data folder itself is narrowed when the index lock is taken."""
+    from corpus.index_lock import holder_path, lock_path
+    from corpus.manifest import manifest_path
+    from corpus.snapshot import store_version_path
+    from corpus.store import snapshot_path
+
+    cache = settings.cache_dir
+    files = [snapshot_path(settings), manifest_path(settings), roots_registry(settings), lock_path(settings),
+             holder_path(settings), store_version_path(settings), *cache.glob("embeddings-*.npz")]
+    narrow_index(files, [settings.chroma_dir] * (settings.chroma_url is None), folders=[cache])
+
+
+# what a run writes, then renames into place
+STALE_PREFIXES = (".chunks-", ".emb-", ".manifest-", ".knowledge-", WRITTEN_PREFIX)
 STALE_AFTER_S = 60.0  # a temporary file this much older than the run is no live writer's
 
 
@@ -521,7 +539,7 @@ def _registered_roots(settings: Settings, paths: Sequence[Path] | None) -> list[
             raise InputError(f"no such file or folder: {path}")
     remembered = sorted(set(remembered) | set(explicit))
     if explicit:
-        registry.write_text(json.dumps(remembered, indent=1), encoding="utf-8")
+        write_private_text(registry, json.dumps(remembered, indent=1))
     for path in remembered:
         if not Path(path).exists():
             log.warning("%s no longer exists; its documents leave the index", path)

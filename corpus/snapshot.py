@@ -26,7 +26,8 @@ from corpus.compiled import FRONT_MATTER, offer
 from corpus.errorlines import error_lines, normalise
 from corpus.families import catalogue, catalogue_version, covered
 from corpus.lexical import BM25Index, tokenize
-from corpus.packed import PackError, Postings, Strings, prefixed, read_pack, write_pack
+from corpus.packed import PackError, Postings, Strings, prefixed, read_pack, within, write_pack
+from corpus.private_files import write_private_text
 from corpus.renderings import original_source
 from corpus.store import StoredChunk, snapshot_path
 
@@ -75,11 +76,20 @@ class SignatureIndex:
 
     @classmethod
     def mapped(cls, parameters: Mapping[str, int], arrays: Mapping[str, np.ndarray], prefix: str = "") -> SignatureIndex:
+        """Raises PackError when a message's chunk or a token's message is out of range (``best_shares`` indexes
+        by them)."""
         index = cls.__new__(cls)
         index.chunks = int(parameters["chunks"])
         index.owner, index.length = arrays[f"{prefix}owner"], arrays[f"{prefix}length"]
         index.specific_mask = arrays[f"{prefix}specific"]
-        index.postings = _TokenPostings(Postings.unpack(arrays, prefix))
+        postings = Postings.unpack(arrays, prefix)
+        within(index.owner, index.chunks, f"{prefix}owner")
+        if index.length.shape != index.owner.shape or index.specific_mask.shape != index.owner.shape:
+            raise PackError(f"{prefix}length: not one per message")
+        if len(postings.columns) != 1:
+            raise PackError(f"{prefix}postings: not one column")
+        within(postings.columns[0], len(index.owner), f"{prefix}postings")
+        index.postings = _TokenPostings(postings)
         return index
 
     def best_shares(self, asked: Sequence[frozenset[str]], min_shared: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -271,13 +281,16 @@ def write_snapshot(settings: Settings, chunks: Sequence[StoredChunk], version: s
             raise
         (target.parent / LEGACY_NAME).unlink(missing_ok=True)  # the pickled snapshot of format 8 and before
     except OSError as exc:
-        # a read-only data folder (a shared install) is expected: the snapshot is rebuilt in memory each run
-        (log.debug if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else log.warning)(
-            "could not cache the lexical index at %s: %s", target, exc)
+        # A read-only data folder (a shared install) is expected: the snapshot is rebuilt in memory each run. Any
+        # other failure is said once a process: a question that indexes first writes it twice (the run's, its own).
+        said = exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) or target in _UNCACHED_SAID
+        _UNCACHED_SAID.add(target)
+        (log.debug if said else log.warning)("could not cache the lexical index at %s: %s", target, exc)
     return snapshot
 
 
 LEGACY_NAME = "chunks.pkl"
+_UNCACHED_SAID: set[Path] = set()  # snapshots this process could not write and said so
 
 
 def _packed(snapshot: KnowledgeSnapshot) -> tuple[dict[str, object], dict[str, np.ndarray]]:
@@ -335,14 +348,22 @@ class ChunkTable(Sequence[StoredChunk]):
     """The chunks of a mapped snapshot, in its order, each made when first asked for."""
 
     def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Raises PackError when the columns are not one row per chunk or name a value the tables lack."""
         self._ids = Strings(arrays["ids"], arrays["id_offsets"])
         self._texts = Strings(arrays["texts"], arrays["text_offsets"])
+        rows = len(self._ids)
+        if len(self._texts) != rows or arrays["part"].shape != (rows,):
+            raise PackError("chunks: not one text and part per chunk")
         self._part = arrays["part"].tolist()
         self._columns = {}
         for column in ("source", "section", "file_hash"):  # each distinct value made once: one string, many chunks
             distinct = Strings(arrays[f"{column}s"], arrays[f"{column}_offsets"])
+            numbers = arrays[f"{column}_of"]
+            if numbers.shape != (rows,):
+                raise PackError(f"chunks: not one {column} per chunk")
+            within(numbers, len(distinct), f"{column}_of")
             values = [distinct[i] for i in range(len(distinct))]
-            self._columns[column] = [values[i] for i in arrays[f"{column}_of"].tolist()]
+            self._columns[column] = [values[i] for i in numbers.tolist()]
         self._made: list[StoredChunk | None] = [None] * len(self._ids)
 
     def __len__(self) -> int:
@@ -368,17 +389,26 @@ class ChunkTable(Sequence[StoredChunk]):
 
 
 def _mapped(header: Mapping[str, object], arrays: Mapping[str, np.ndarray]) -> KnowledgeSnapshot:
+    """The snapshot of a pack; PackError when its parts do not agree on how many chunks there are (each indexes
+    the others by chunk number). The families' columns are the catalogue's, whose version is in the format (and
+    compiling the catalogue to count them would cost a cold question 20 ms)."""
+    chunks = ChunkTable(arrays)
+    rows = len(chunks)
+    bm25 = BM25Index.mapped(header["bm25"], arrays, "bm25.")  # type: ignore[arg-type]
+    heading = BM25Index.mapped(header["heading_bm25"], arrays, "heading.")  # type: ignore[arg-type]
+    signatures = SignatureIndex.mapped(header["signatures"], arrays, "signatures.")  # type: ignore[arg-type]
+    families, boilerplate, vectors = arrays["families"], arrays["boilerplate"], arrays.get("vectors")
+    if (int(header["chunks"]) != rows or bm25.size != rows or heading.size != rows or signatures.chunks != rows  # type: ignore[call-overload]
+            or families.ndim != 2 or len(families) != rows or boilerplate.shape != (rows,)
+            or (vectors is not None and (vectors.ndim != 2 or len(vectors) != rows))):
+        raise PackError(f"the snapshot's parts do not agree on its {rows} chunks")
     return KnowledgeSnapshot(
-        str(header["version"]), ChunkTable(arrays),
-        BM25Index.mapped(header["bm25"], arrays, "bm25."),  # type: ignore[arg-type]
-        BM25Index.mapped(header["heading_bm25"], arrays, "heading."),  # type: ignore[arg-type]
-        SignatureIndex.mapped(header["signatures"], arrays, "signatures."),  # type: ignore[arg-type]
-        arrays["families"], arrays["boilerplate"], str(header["format"]), arrays.get("vectors"),
-        str(header.get("embed_model") or ""),
+        str(header["version"]), chunks, bm25, heading, signatures, families, boilerplate, str(header["format"]),
+        vectors, str(header.get("embed_model") or ""),
     )
 
 
-def _version_path(settings: Settings) -> Path:
+def store_version_path(settings: Settings) -> Path:
     return settings.data_dir / "store-version"
 
 
@@ -386,7 +416,7 @@ def record_store_version(settings: Settings, version: str) -> None:
     """What the local store holds, written by the indexer: a cold query compares it with the snapshot's
     and, when they agree, never opens the store."""
     try:
-        _version_path(settings).write_text(version, encoding="utf-8")
+        write_private_text(store_version_path(settings), version)
     except OSError as exc:
         (log.debug if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else log.warning)(
             "could not record the index version: %s", exc)
@@ -397,7 +427,7 @@ def current_without_store(settings: Settings, snapshot: KnowledgeSnapshot | None
     if snapshot is None or snapshot.vectors is None or settings.chroma_url is not None:
         return False
     try:
-        recorded = _version_path(settings).read_text(encoding="utf-8").strip()
+        recorded = store_version_path(settings).read_text(encoding="utf-8").strip()
     except OSError:
         return False
     return recorded == snapshot.version and snapshot.embed_model == embed_model
@@ -405,7 +435,10 @@ def current_without_store(settings: Settings, snapshot: KnowledgeSnapshot | None
 
 def read_snapshot(settings: Settings) -> KnowledgeSnapshot | None:
     """The snapshot of the last index run, mapped from its file; None when there is none, it is of another format
-    (older code wrote it, or the glossary or the failure catalogue changed since) or it does not read whole."""
+    (older code wrote it, or the glossary or the failure catalogue changed since) or it does not read whole: cut
+    short, its checksum not matching (a byte changed anywhere: corpus.packed), or its arrays out of range of one
+    another. None is what a missing snapshot is: the question rebuilds it from the store, and so does `traindoc
+    index`."""
     try:
         header, arrays = read_pack(snapshot_path(settings))
         if header.get("format") != snapshot_format():

@@ -6,12 +6,12 @@ fixes it where it runs: `traindoc index` (which checks and rebuilds the store) w
 writable, the folder's owner or another TRAINDOC_DATA_DIR when it is not. A read-only index (a shared
 install, a read-only mount) is opened from a private copy, so reading never needs to write. chromadb's Rust
 core writes panics to file descriptor 2 itself: while the store opens, that descriptor points at a temporary
-file, relayed to the debug log (``--debug``) and never to the user's terminal.
+file, relayed to the debug log (``--debug``) and never to the user's terminal. Every chroma call runs under a
+private umask (``corpus.private_files``): the files chromadb creates, which hold the documents, are 0600.
 """
 
 from __future__ import annotations
 
-import atexit
 import errno
 import logging
 import os
@@ -29,8 +29,10 @@ from urllib.parse import urlparse
 import numpy as np
 
 from common.errors import ConfigError, DiskFullError, IndexMismatchError, IndexMissingError, IndexStoreError
+from common.private import FOLDER_MODE, private_temp_dir
 from common.settings import Settings
 from corpus.embedding import Embedder
+from corpus.private_files import private_umask
 
 COLLECTION = "traindoc"
 PAGE = 2000  # chunks read from chroma at a time
@@ -153,8 +155,10 @@ def disk_full(where: Path | str) -> DiskFullError:
 
 @contextmanager
 def _translated(action: str, location: str, hint: str = "run `traindoc index`") -> Iterator[None]:
+    """The one boundary of chroma's calls: its errors translated, its files created private (it takes no mode)."""
     try:
-        yield
+        with private_umask():
+            yield
     except (IndexStoreError, DiskFullError):
         raise
     except BaseException as exc:  # chromadb raises many unrelated types; all mean "store unusable"
@@ -206,9 +210,8 @@ def _register_function() -> None:
 
 def _private_copy(path: Path) -> Path:
     """A read-only index copied where this process may write (chromadb writes even to read)."""
-    target = Path(tempfile.mkdtemp(prefix="traindoc-index-")) / "chroma"
+    target = private_temp_dir("traindoc-index-") / "chroma"  # removed when the process ends, a SIGTERM included
     shutil.copytree(path, target)
-    atexit.register(shutil.rmtree, target.parent, True)
     log.info("the index at %s is read-only; reading a private copy in %s", path, target)
     return target
 
@@ -241,7 +244,7 @@ class VectorStore:
                 raise IndexMissingError(f"no index at {path}", hint=repair_hint(settings, missing=True))
             with _translated("open", self.location, self._hint), _quiet_fd2():
                 if create:
-                    path.mkdir(parents=True, exist_ok=True)
+                    path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
                 elif not writable(path / "chroma.sqlite3") or not writable(path):
                     path = _private_copy(path)
                 self._client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)

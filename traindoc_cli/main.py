@@ -438,11 +438,28 @@ def _web(args: argparse.Namespace) -> int:
     try:
         app = serve(troubleshooter, options, block=False)  # said only once it listens: a port in use says that instead
     except OSError as exc:
-        raise TraindocError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}",
-                         hint="pick another --port, or stop what listens there") from exc
+        raise _serve_failed(args.host, args.port, exc) from exc
     print(f"traindoc web: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     app.block_thread()
     return 0
+
+
+def _serve_failed(host: str, port: int, exc: OSError) -> TraindocError:
+    """Why the web server did not start, in one line: only an address in use is a port problem (gradio says so in
+    its own words, without an errno); a folder it cannot write or a full disk says that, and where."""
+    import errno
+
+    if exc.errno == errno.EADDRINUSE or str(exc).startswith("Cannot find empty port"):
+        return TraindocError(f"cannot serve on {host}:{port}: the address is in use (or is not this machine's)",
+                             hint="pick another --port, or stop what listens there")
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = "free some space there, or set TRAINDOC_DATA_DIR to a folder on another disk"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = "set TRAINDOC_DATA_DIR (or GRADIO_TEMP_DIR) to a folder this user can write"
+    else:
+        hint = "run with --debug for details"
+    return TraindocError(f"cannot start the web server: {exc.strerror or exc}{where}", hint=hint)
 
 
 def _feedback(args: argparse.Namespace) -> int:

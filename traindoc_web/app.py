@@ -12,8 +12,9 @@ from typing import Any
 
 from agent.core import Troubleshooter
 from common.memory import fixed_mmap_threshold, limit_malloc_arenas
-from common.private import private_file
+from common.private import exit_handlers_on_sigterm, private_file
 from traindoc_web.chat import WebChat, WebOptions, is_loopback
+from traindoc_web.held import guard_uploads
 from traindoc_web.history import owner_of
 from traindoc_web.page import CSS, EXAMPLE_LOG, NEW_BROWSER, SCRIPT, SCROLL_TO_ANSWER, examples, server_host
 
@@ -161,7 +162,12 @@ def serve(troubleshooter: Troubleshooter, options: WebOptions, *, block: bool = 
             "Set TRAINDOC_WEB_AUTH=user:password.", options.host)
     app = build_app(WebChat(troubleshooter, options))
     app.queue(default_concurrency_limit=16)  # uploads read at most UPLOAD_READERS at once: the rest stay free
+    guard_uploads()  # a full disk: an upload is held in memory, or refused in one line (HTTP 507), never a 500
     app.launch(server_name=options.host, server_port=options.port, auth=options.auth, share=False,
-               max_file_size=int(options.max_upload_mb * 2**20), prevent_thread_lock=not block, quiet=True,
+               max_file_size=int(options.max_upload_mb * 2**20), prevent_thread_lock=True, quiet=True,
                footer_links=[], css=CSS, head=SCRIPT, show_error=False, allowed_paths=[str(EXAMPLE_LOG)])
+    exit_handlers_on_sigterm()  # the private folders a read-only data folder made go with the server
+    if block:
+        app.block_thread()
     return app
+

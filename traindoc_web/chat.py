@@ -38,6 +38,7 @@ from common.surrogates import escape_surrogates
 from common.textsafe import escape_markdown
 from incidents.record import record_fixed
 from incidents.store import IncidentStore, local_path
+from traindoc_web.held import HELD
 from traindoc_web.history import HistoryStore, owner_of
 from traindoc_web.markup import probes_html, shared_json, shown, timeline_markdown
 from traindoc_web.markup import sources_html as sources_html  # one answer's sources: tests/ import it from here
@@ -121,10 +122,11 @@ class WebChat:
         self.troubleshooter = troubleshooter
         self.options = options
         feedback = options.feedback_db or troubleshooter.settings.data_dir / "feedback.sqlite3"
+        unsaved: list[tuple[str, ConfigError]] = []  # a read-only or full data folder: the chat still answers
         try:
             self.feedback = FeedbackStore(feedback)
-        except ConfigError as exc:  # a read-only or full data folder: the chat still answers; a 👍 says it is not kept
-            log.warning("traindoc web: warning: %s; thumbs up/down will not be saved", exc.message)
+        except ConfigError as exc:  # a 👍 says it is not kept
+            unsaved.append(("thumbs up/down", exc))
             self.feedback = FeedbackStore.__new__(FeedbackStore)  # its writes fail, each said in one line
             self.feedback.path = feedback
         self.incidents = IncidentStore(local_path(self.feedback.path))  # a 👍 keeps what fixed it (incidents/)
@@ -134,8 +136,10 @@ class WebChat:
         try:
             self.history = HistoryStore(path, days)
         except ConfigError as exc:
-            log.warning("traindoc web: warning: %s; conversations will not be kept across reloads", exc.message)
+            unsaved.insert(0, ("conversations", exc))
             self.history = HistoryStore(path, 0)
+        if unsaved:
+            log.warning("%s", _unsaved_line(unsaved))
         # Long pastes and uploads go to a worker process (started on the first one); a model a test scripted in
         # this process cannot go with them, so such a troubleshooter answers them here.
         scripted = getattr(troubleshooter, "_chat_model", None) is not None
@@ -159,8 +163,9 @@ class WebChat:
                        limit=f"{self.options.max_message_chars:,}", mb=f"{self.options.max_upload_mb:g}")
             yield chat, sources_panel(answers), message, answers, said, turns, log_file, browser
             return
-        bundle = uploaded_bundle(log_file)
-        turn = Turn(text=text, upload=None if bundle else log_file, bundle=bundle, history=list(turns),
+        held = HELD.take(log_file)  # a full disk: the upload was kept in memory (traindoc_web.held)
+        bundle = uploaded_bundle(log_file) if held is None else None
+        turn = Turn(text=text, upload=None if bundle else log_file, held=held, bundle=bundle, history=list(turns),
                     probes=self.options.host_probes, max_upload_mb=self.options.max_upload_mb)
         events: queue.Queue[Any] = queue.Queue()  # the turn's replies (traindoc_web.worker), then its events
         threading.Thread(target=self._work, args=(turn, events.put), daemon=True).start()
@@ -395,6 +400,17 @@ def _said(reply: Any) -> str:
     if isinstance(reply, Unread | Refused | Failed):
         return reply.message
     return str(reply) if isinstance(reply, TraindocError) else f"internal error: {type(reply).__name__}"
+
+
+def _unsaved_line(unsaved: list[tuple[str, ConfigError]]) -> str:
+    """What the server will not save and why, in the one line it says at start (not one line per store)."""
+    cause = unsaved[0][1].__cause__
+    why = _why(cause) if cause is not None else unsaved[0][1].message
+    where = getattr(cause, "filename", None) or ""
+    place = f" ({where})" if where and str(where) not in why else ""
+    what = " and ".join(name for name, _ in unsaved)
+    return (f"traindoc web: warning: {what} will not be saved: {why}{place}; answers are given and shown all the same "
+            "(set TRAINDOC_DATA_DIR to a writable folder to keep them)")
 
 
 def _why(exc: BaseException) -> str:

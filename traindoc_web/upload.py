@@ -28,14 +28,18 @@ def uploaded_bundle(path: str | None) -> Path | None:
         return None
 
 
-def read_upload(path: str | None, max_mb: float, question: str = "") -> tuple[LogReading, tuple[Path, ...]]:
-    """The uploaded log, read as a job (triaged)."""
+def read_upload(path: str | None, max_mb: float, question: str = "", held: bytes | None = None
+                ) -> tuple[LogReading, tuple[Path, ...]]:
+    """The uploaded log, read as a job (triaged); ``held``: its bytes, where a full disk kept it in memory
+    (traindoc_web.held), read the same way (no file to name in the conversation, then)."""
     from agent.logs import LogReading, read_log
 
     if not path:
         return LogReading("", [], None), ()
 
     file = Path(path)
+    if held is not None:
+        return _read_held(file.name, held, max_mb, question), ()
     size = file.stat().st_size
     if size > max_mb * 1024 * 1024:
         raise InputError(f"the log is {size / 1e6:.0f} MB; the limit is {max_mb:g} MB", hint="upload the last part of it")
@@ -44,6 +48,24 @@ def read_upload(path: str | None, max_mb: float, question: str = "") -> tuple[Lo
     except InputError as exc:  # the user knows the file by its name, not by Gradio's cache path
         raise InputError(exc.message.replace(str(file), f"'{file.name}'"), hint=exc.hint) from exc
     return reading, (file,)
+
+
+def _read_held(name: str, data: bytes, max_mb: float, question: str) -> LogReading:
+    """An upload held in memory, read as a log; a compressed log or a probe bundle needs the disk it did not get."""
+    import io
+
+    from agent.logs import read_stream
+    from common.language import language_of, say
+    from tools.bundle import looks_like_bundle
+
+    if len(data) > max_mb * 1024 * 1024:
+        raise InputError(f"the log is {len(data) / 1e6:.0f} MB; the limit is {max_mb:g} MB", hint="upload the last part of it")
+    if data[:2] == b"\x1f\x8b" or looks_like_bundle(data[:4096]):
+        raise InputError(f"'{name}': " + say("web.upload_not_kept", language_of(question[:4000])))
+    try:
+        return read_stream(io.BytesIO(data), question)
+    except InputError as exc:  # the user knows the file by its name
+        raise InputError(exc.message.replace("standard input", f"'{name}'"), hint=exc.hint) from exc
 
 
 @contextmanager

@@ -60,6 +60,7 @@ class Turn:
 
     text: str
     upload: str | None = None  # a log file to read (within ``max_upload_mb``) as the job this turn asks about
+    held: bytes | None = None  # its bytes, where a full disk kept the upload in memory (traindoc_web.held)
     bundle: Path | None = None
     history: Sequence[Mapping[str, Any]] = ()
     probes: bool = False
@@ -113,7 +114,7 @@ def answer_turn(troubleshooter: Troubleshooter, turn: Turn, send: Send) -> None:
     from traindoc_web.upload import read_upload
 
     try:
-        reading, paths = read_upload(turn.upload, turn.max_upload_mb, turn.text)
+        reading, paths = read_upload(turn.upload, turn.max_upload_mb, turn.text, turn.held)
     except TraindocError as exc:
         send(Unread(str(exc)))
         return
@@ -289,9 +290,11 @@ def serve(channel: int, lifeline: int) -> int:
     from multiprocessing.connection import Connection
 
     from common.memory import limit_malloc_arenas, return_freed_memory
+    from common.private import exit_handlers_on_sigterm
     from traindoc_cli.quiet import setup_logging
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle: it stops us
+    exit_handlers_on_sigterm()  # a service manager's SIGTERM to the whole group: its private copy goes too
     os.nice(NICE)  # on a busy machine the server's short questions get the CPU first
     # The server gone (SIGKILL included), mid-turn too: its end of the lifeline closes and this process ends.
     threading.Thread(target=_exit_with, args=(lifeline,), name="traindoc-web-lifeline", daemon=True).start()
@@ -318,8 +321,11 @@ def serve(channel: int, lifeline: int) -> int:
 
 
 def _exit_with(lifeline: int) -> None:
+    from common.private import remove_private_temps
+
     while os.read(lifeline, 1):  # nothing is ever written: this returns b"" once the server's end is closed
         pass
+    remove_private_temps()  # a read-only index's private copy (corpus.store): os._exit runs no exit handler
     os._exit(0)
 
 

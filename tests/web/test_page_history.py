@@ -55,6 +55,7 @@ def test_history_survives_a_reload_and_new_chat_empties_it(open_page, web_server
     stored = Path(web_server.env["TRAINDOC_DATA_DIR"]) / "web-history.sqlite3"
     with sqlite3.connect(stored) as db:
         rows = db.execute("SELECT owner, title, state FROM conversation").fetchall()
+        items = db.execute("SELECT body FROM item").fetchall()  # each message, answer and turn: a row of its own
     assert rows and all(owner.startswith("browser:") for owner, _, _ in rows)
-    dump = repr(rows)
+    dump = repr(rows) + repr(items)
     assert "NCCL watchdog timeout" in dump and shape.planted not in dump

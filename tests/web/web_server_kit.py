@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,13 +119,16 @@ class WebServer:
 
 
 def start_web(base: Path, index: Path, *args: str, env: Mapping[str, str] | None = None, host: str = "127.0.0.1",
-              wait: bool = True) -> WebServer:
+              wait: bool = True, launcher: Callable[[list[str]], Sequence[str]] | None = None) -> WebServer:
+    """``launcher``: the command line that runs the server's (in a mount namespace of its own, say); it must exec it,
+    so that the process started is the server."""
     base.mkdir(parents=True, exist_ok=True)
     port = free_port()
     full_env = server_env(base, index, env)
     stderr_path = base / f"web-{port}.stderr"
+    argv = [str(BIN / "traindoc"), "web", "--host", host, "--port", str(port), *args]
     with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen([str(BIN / "traindoc"), "web", "--host", host, "--port", str(port), *args],
+        process = subprocess.Popen(list(launcher(argv)) if launcher else argv,
                                    env=full_env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
                                    start_new_session=True)
     server = WebServer(process, port, full_env, stderr_path, host)
