@@ -18,6 +18,8 @@ from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any
 
+from runbooks.registry import signalled
+
 OWN_MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
 FRAME = re.compile(r'File "(?P<file>[^"\n]{1,400})", line (?P<line>\d{1,7})(?:, in (?P<function>[\w<>.]{1,120}))?')
 
@@ -60,16 +62,19 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
 
 
 @cache
-def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str], ...]:
+def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str, bool], ...]:
     """(exception row, the group it reads: the thing, the module, or the function of the frame that raised it, its
-    pattern, the kind), in order."""
-    return tuple((row["exception"], group, re.compile(row[group]), row["kind"]) for row in _data()["named_kinds"]
-                 for group in ("thing", "module", "function") if group in row)
+    pattern, the kind, whether the report must show that kind's signal too), in order."""
+    return tuple((row["exception"], group, re.compile(row[group]), row["kind"], bool(row.get("with_signal")))
+                 for row in _data()["named_kinds"] for group in ("thing", "module", "function") if group in row)
 
 
-def _named_kind(name: str, groups: dict[str, str]) -> str:
-    return next((kind for exception, group, pattern, kind in _named_kinds()
-                 if exception == name and pattern.search(groups.get(group) or "")), "")
+def _named_kind(name: str, groups: dict[str, str], text: str) -> str:
+    """The kind the named thing tells; a row ``with_signal`` only where ``text`` (the report) shows that kind's
+    signal: ``No module named 'torch'`` while pip builds flash-attn is the build's isolation, elsewhere an install."""
+    return next((kind for exception, group, pattern, kind, with_signal in _named_kinds()
+                 if exception == name and pattern.search(groups.get(group) or "")
+                 and (not with_signal or signalled(kind, text) is not None)), "")
 
 
 @cache
@@ -93,7 +98,7 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             frames = [m for earlier in lines[max(0, at - 60):at] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
             named = _named_kind(name, {"thing": thing, "module": module,
-                                       "function": (frames[-1]["function"] or "") if frames else ""})
+                                       "function": (frames[-1]["function"] or "") if frames else ""}, "\n".join(lines))
             # what the named thing tells comes first: a compiled extension's module is no project's own package
             own = (_own_kinds().get(name, "") if top and not named
                    and (top not in _third_party() or _runs_from_checkout(top, frames)) else "")

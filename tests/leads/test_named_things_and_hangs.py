@@ -155,3 +155,17 @@ def test_invalid_device_function_is_an_extension_without_this_gpu_s_kernel_not_t
 ])
 def test_sampling_from_nan_logits_is_the_nan_runbook(line: str) -> None:
     assert lead_of(f"GRPO rollouts crash after a few hundred steps\n{line}") == ("nan_loss", "quoted")
+
+
+@pytest.mark.parametrize("text", [
+    "pip install flash-attn fails:\n  ModuleNotFoundError: No module named 'torch'\n  error: subprocess-exited-with-error",
+    "直接运行 pip install -r requirements.txt 时在安装 flash_attn 处报错：ModuleNotFoundError: No module named 'torch'",
+])
+def test_torch_missing_while_pip_builds_a_gpu_package_is_the_build_isolation(text: str) -> None:
+    assert lead_of(text) == ("package_build", "named_thing")
+
+
+def test_torch_missing_when_a_job_runs_is_no_build() -> None:
+    raised = recognise(["$ python train.py", "ModuleNotFoundError: No module named 'torch'"])
+    assert raised is not None and raised.named_kind == "" and raised.own_kind == ""  # an install, no runbook's kind
+    assert lead_of("$ python train.py\nModuleNotFoundError: No module named 'torch'") is None
