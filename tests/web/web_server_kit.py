@@ -51,7 +51,9 @@ def server_env(base: Path, index: Path, extra: Mapping[str, str] | None = None) 
         shutil.copytree(index, data)
     env.update(TRAINDOC_DATA_DIR=str(data), TRAINDOC_FEEDBACK_DB=str(base / "feedback.sqlite3"),
                GRADIO_ANALYTICS_ENABLED="False", TRAINDOC_PROBE_TIMEOUT="5")
-    for key in ("TRAINDOC_WEB_AUTH", "TRAINDOC_WEB_MAX_UPLOAD_MB", "TRAINDOC_BACKEND", "TRAINDOC_LLM_MODEL"):
+    # GRADIO_TEMP_DIR: an in-process test that loaded the settings set it in this worker; the server picks its own
+    for key in ("TRAINDOC_WEB_AUTH", "TRAINDOC_WEB_MAX_UPLOAD_MB", "TRAINDOC_BACKEND", "TRAINDOC_LLM_MODEL",
+                "GRADIO_TEMP_DIR"):
         env.pop(key, None)
     env.update(extra or {})
     return env
