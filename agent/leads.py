@@ -36,8 +36,7 @@ from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, hang_stage_named, kind_of_source, quoted_message
-from runbooks.registry import (narrowed, neighbour_named, neighbours_of, ruled_out, signalled, unsignalled_generic,
-                               yielded)
+from runbooks.registry import narrowed, neighbour_named, neighbours_of, ruled_out, signalled, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)

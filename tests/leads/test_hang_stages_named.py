@@ -1,0 +1,62 @@
+"""Issue 36 points 1 and 4, issue 37: where a report says a job hangs, the words that name the stage decide the kind
+(runbooks/data/hang_stages.json, from each runbook's 'How to recognise it'), and a stage may call for one of the
+runbook's fixes first. A launch line that contradicts itself (torchrun's --node-rank runs from 0 to --nnodes - 1; a
+job across nodes with 127.0.0.1 or localhost as master) is the rendezvous that never forms; a hang in the JIT build of
+compiled ops (torch.utils.cpp_extension waits on the build folder's lock after 'Using ... as PyTorch extensions
+root...'; the asker says the compile never ends) is op_build_failure, whose killed build's folder is removed first.
+Real tables, real index (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runbooks.choose import hang_stage_named
+from tests.clikit import ask_json, lead_kind
+
+LOCK = "rm -r ~/.cache/torch_extensions"
+
+
+@pytest.mark.parametrize(("text", "kind", "fix"), [
+    ("training is stuck after start-up:\ntorchrun --nnodes 1 --node_rank 1 --nproc_per_node 2 train.py", "rendezvous", ""),
+    ("hangs forever: torchrun --nnodes=2 --node-rank=2 --nproc-per-node=8 --master-addr=10.1.0.4 train.py",
+     "rendezvous", ""),
+    ("两台机器训练卡住\nNNODES=2\nNODE_RANK=1\nMASTER_ADDR=127.0.0.1\nMASTER_PORT=29500\ntorchrun ...", "rendezvous", ""),
+    ("multi-node job hangs: torchrun --nnodes 4 --rdzv-endpoint localhost:29400 --rdzv-backend c10d train.py",
+     "rendezvous", ""),
+    ("It got stuck at `from op import fused_leaky_relu`; the compiling process won't finish, it keeps running",
+     "op_build_failure", LOCK),
+    ("Using /root/.cache/torch_extensions/py311_cu121 as PyTorch extensions root...\n(hangs here forever)",
+     "op_build_failure", LOCK),
+    ("训练卡住了，编译算子一直不结束", "op_build_failure", LOCK),
+])
+def test_the_stage_a_hang_names_decides_its_kind_and_first_fix(text: str, kind: str, fix: str) -> None:
+    found = hang_stage_named(text)
+    assert found is not None and (found[0].kind, found[2]) == (kind, fix), found and found[0].kind
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("training hangs: torchrun --nnodes 1 --node_rank 0 --master_addr 127.0.0.1 --nproc_per_node 8 train.py",
+     "rendezvous"),
+    ("hangs at step 300: torchrun --nnodes=2 --node_rank=1 --master_addr=10.1.0.4 train.py", "rendezvous"),
+    ("the compile finished after 3 minutes, then training hangs at step 200 on 8 GPUs", "op_build_failure"),
+])
+def test_a_hang_that_names_no_such_stage_is_not_that_kind(text: str, kind: str) -> None:
+    found = hang_stage_named(text)
+    assert found is None or found[0].kind != kind, found[0].kind
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_leads_with_the_rendezvous_runbook_for_a_node_rank_past_the_node_count(cli: Any) -> None:
+    answer = ask_json(cli, "单机两卡训练卡住，没有进展\npython launch.py --nnodes 1 --node_rank 1 --master_addr 127.0.0.1 "
+                           "--nproc_per_node 2 main.py\n| distributed init (rank 2): env://")
+    assert lead_kind(answer) == "rendezvous" and answer["lead"]["rule"] == "hang_stage"
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_leads_a_hang_in_the_jit_build_with_removing_the_killed_builds_folder(cli: Any) -> None:
+    answer = ask_json(cli, "Get stuck at `from op import FusedLeakyReLU`\nIt ran fine for months; now the compiling "
+                           "process won't finish (it keeps running) and I pressed ctrl-c")
+    assert lead_kind(answer) == "op_build_failure", answer["lead"]
+    assert "torch_extensions" in answer["answer"].split("Fixes")[0]
