@@ -95,8 +95,18 @@ def _sets(text: str) -> list[tuple[str, str]]:
     for line in text.splitlines()[:200]:
         line = line[:2048]
         found += [(name, m.group("value")) for name, pattern, _ in _settings() for m in pattern.finditer(line)]
-        found += [(m.group("name"), m.group("value")) for m in _env().finditer(line)]
+        found += [(m.group("name"), _value(m.group("value"))) for m in _env().finditer(line)]
     return found
+
+
+# What prose puts after a value ("I already set NCCL_P2P_DISABLE=1, still stuck", "设置了 NCCL_IB_DISABLE=1，还是"):
+# not part of it. Full-width punctuation never is, wherever it stands; ASCII punctuation only at the end.
+FULL_WIDTH_PROSE = re.compile(r"[，。；：！？、）】」]")
+PROSE_END = ".,;:!?)]}"
+
+
+def _value(written: str) -> str:
+    return FULL_WIDTH_PROSE.split(written, maxsplit=1)[0].rstrip(PROSE_END)
 
 
 def _no_further(setting: str, stated: str, proposed: str) -> bool:

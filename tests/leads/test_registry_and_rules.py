@@ -11,7 +11,7 @@ import pytest
 
 from agent.exceptions import names_agree, recognise
 from agent.leads import RULES, LeadEvidence, Stop, decide
-from agent.stated import read_setup
+from agent.stated import Stated, read_setup
 from runbooks.catalog import runbooks
 from runbooks.registry import kinds, problems, signalled, unsignalled_generic
 
@@ -254,3 +254,15 @@ def test_a_runbook_nearly_as_sure_leads_past_a_section_whose_kinds_the_report_do
     # a team's section (not recorded) is not judged: the ordinary margin holds
     team = decide(LeadEvidence(killed, None, [], "en", host, 0.85, ("/team/wiki/memory.md", "Memory > Slow steps")))
     assert team is None or team.kind != "host_oom" or team.rule != "retrieved", team
+
+
+@pytest.mark.parametrize(("text", "name", "value"), [
+    ("Training hangs on 2x RTX 4090. I already set NCCL_P2P_DISABLE=1, still stuck.", "NCCL_P2P_DISABLE", "1"),
+    ("单机8卡，已经设置了 NCCL_IB_DISABLE=1，训练还是卡住", "NCCL_IB_DISABLE", "1"),
+    ("we export NCCL_SOCKET_IFNAME=eth0.", "NCCL_SOCKET_IFNAME", "eth0"),
+    ("NCCL_IB_HCA=mlx5_0:1 is set", "NCCL_IB_HCA", "mlx5_0:1"),
+])
+def test_a_variable_stated_in_prose_keeps_its_value_without_the_punctuation_after_it(text: str, name: str,
+                                                                                      value: str) -> None:
+    assert read_setup([text]).settings == (Stated(name, value),)
+    assert read_setup([text]).already(f"export {name}={value}") == Stated(name, value)
