@@ -152,7 +152,8 @@ def narrowed(name: str, text: str) -> tuple[str, str, str] | None:
     gathered on one GPU."""
     own = kind(name)
     for other, row in (own.narrows_to.items() if own is not None else ()):
-        found = next((m for m in re.finditer(row["when"], text, re.IGNORECASE) if not denied(text, m.start())), None)
+        moment = _compiled((row["when"],))[0]
+        found = next((m for m in moment.finditer(text) if not denied(text, m.start())), None)
         if found is not None and signalled(other, text) is not None:
             return other, found.group(0), row.get("fix", "")
     return None
