@@ -177,6 +177,9 @@ def _tried(item: Item, setup: Setup, lang: Lang) -> str | None:
     code = "\n".join(item.code)
     if (stated := setup.already(code)) is not None:
         return say("stated_already", lang, setting=stated.setting, value=stated.value)
+    if features := setup.already_uses(code):
+        names = [say(f"feature_{feature.replace(' ', '_')}", lang) for feature in features]
+        return say("stated_already_uses", lang, features=say("feature_joiner", lang).join(names))
     if (fact := setup.contradicted(code)) is not None:
         return say("stated_contradicts", lang, fact=say(f"fact_{fact.replace(' ', '_')}", lang))
     return None

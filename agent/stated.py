@@ -32,6 +32,7 @@ class Setup:
 
     settings: tuple[Stated, ...] = ()
     facts: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()  # what the job already uses (gradient checkpointing, bf16)
 
     def already(self, code: str) -> Stated | None:
         """The stated setting a fix's ``code`` sets to what the asker already runs with (or, for a size the fix
@@ -41,6 +42,11 @@ class Setup:
                 if stated.setting == setting and _no_further(setting, stated.value, value):
                     return stated
         return None
+
+    def already_uses(self, code: str) -> tuple[str, ...]:
+        """The features a fix's ``code`` turns on, where the asker already uses every one of them; else ()."""
+        turned_on = tuple(name for name, _, on in _features() if on.search(code))
+        return turned_on if turned_on and set(turned_on) <= set(self.features) else ()
 
     def contradicted(self, code: str) -> str | None:
         """The stated fact a fix's ``code`` contradicts (a multi-node launch for one node), if any."""
@@ -66,6 +72,19 @@ def _env() -> re.Pattern[str]:
 def _facts() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...]:
     return tuple((row["name"], re.compile(row["stated"]) if "stated" in row else HANG_WORDS, re.compile(row["contradicts"]))
                  for row in _data()["facts"])  # no words of its own: the hang words state that the job hangs
+
+
+@cache
+def _features() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...]:
+    return tuple((row["name"], re.compile(row["stated"]), re.compile(row["turned_on_by"], re.IGNORECASE))
+                 for row in _data().get("features", ()))
+
+
+def stated_features(text: str) -> tuple[str, ...]:
+    """The features ``text`` states the job already uses ("I already use gradient checkpointing and bf16",
+    ``gradient_checkpointing: true``), never one it asks whether to use or says it does not."""
+    head = "\n".join(line[:2048] for line in text[:20000].splitlines()[:200])
+    return tuple(name for name, stated, _ in _features() if stated.search(head))
 
 
 @cache
@@ -124,7 +143,7 @@ def read_setup(texts: Sequence[str]) -> Setup:
     settings: dict[str, str] = {}
     for setting, value in _sets(text):
         settings.setdefault(setting, value)
-    return Setup(tuple(Stated(k, v) for k, v in settings.items()), stated_facts(text))
+    return Setup(tuple(Stated(k, v) for k, v in settings.items()), stated_facts(text), stated_features(text))
 
 
-__all__ = ["Setup", "Stated", "binding_facts", "read_setup", "stated_facts"]
+__all__ = ["Setup", "Stated", "binding_facts", "read_setup", "stated_facts", "stated_features"]

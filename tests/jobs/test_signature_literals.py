@@ -5,6 +5,7 @@ on device" beside it made the answer a full disk."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -51,6 +52,10 @@ def test_every_plain_alternative_holds_one_of_its_signatures_literals() -> None:
 @pytest.mark.parametrize(("line", "category"), [
     ("node1:812:903 [0] include/shm.h:28 NCCL WARN Error: failed to extend /dev/shm/nccl-7kmWcK to 9637892 bytes",
      "config"),
+    ("node1:812:903 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device", "config"),
+    ("NCCL WARN Error: failed to extend /dev/shm/nccl-7kmWcK to 9637892 bytes, error: No space left on device (28)",
+     "config"),  # NCCL's /dev/shm, before the full disk's row reads its 'No space left on device'
+    ("OSError: [Errno 28] No space left on device: '/data/ckpt/global_step100/model.pt'", "disk_full"),
     ("RuntimeError: Address already in use", "port_in_use"),
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [10.0.0.2]:3456: Broken pipe",
      "peer_closed"),
@@ -79,3 +84,17 @@ def test_ask_answers_nccls_shm_segment_with_dev_shm_not_a_full_disk(cli: Any) ->
                            "to 9637892 bytes\nNo space left on device")
     assert lead_kind(answer) == "dev_shm", answer["lead"]
     assert "--shm-size" in answer["answer"] or "--ipc=host" in answer["answer"]
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_reads_a_log_of_nccls_fallocate_failure_as_dev_shm(cli: Any, tmp_path: Any) -> None:
+    """NCCL's shm.h says 'Call to posix_fallocate failed: No space left on device' when /dev/shm is too small: the
+    job's log names the container's shared memory, not a full disk."""
+    log = tmp_path / "rank0.log"
+    log.write_text("include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device\n"
+                   "include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-25-0-1-3 "
+                   "(size 9637888)\n", encoding="utf-8")
+    done = cli("ask", "--json", "--no-probes", "--log", str(log), "NCCL error in docker")
+    assert done.returncode == 0, done.stderr[-800:]
+    answer = json.loads(done.stdout)
+    assert lead_kind(answer) == "dev_shm", answer["lead"]

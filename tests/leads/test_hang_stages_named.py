@@ -60,3 +60,24 @@ def test_ask_leads_a_hang_in_the_jit_build_with_removing_the_killed_builds_folde
                            "process won't finish (it keeps running) and I pressed ctrl-c")
     assert lead_kind(answer) == "op_build_failure", answer["lead"]
     assert "torch_extensions" in answer["answer"].split("Fixes")[0]
+
+
+@pytest.mark.usefixtures("use_shared_index")
+@pytest.mark.parametrize("question", [
+    "single node 8 GPUs, training hangs at the first allreduce, no error",
+    "单机8卡训练，NCCL allreduce 卡住不动，没有报错",
+])
+def test_a_one_node_hang_still_leads_with_the_command_that_gets_the_evidence(cli: Any, question: str) -> None:
+    """'On each node' in the evidence command's comment is no multi-node launch: a one-node asker's first fix is
+    still the command that takes every rank's stack (issue 36 points 3 and 4)."""
+    answer = ask_json(cli, question)
+    assert lead_kind(answer) == "collective_timeout", answer["lead"]
+    assert answer["verdict"]["fix"].startswith("traindoc hang"), answer["verdict"]
+
+
+def test_only_a_launch_on_every_node_contradicts_one_node() -> None:
+    from agent.stated import read_setup
+
+    setup = read_setup(["single node, 8 GPUs, it hangs"])
+    assert setup.contradicted("traindoc hang   # on each node: every rank's stack (py-spy)") is None
+    assert setup.contradicted("# Run on every node:\ntorchrun train.py") == "one node"

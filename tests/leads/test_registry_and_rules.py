@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,6 +119,44 @@ def test_the_asker_s_stated_values_and_setup_are_read() -> None:
     assert setup.already("export NCCL_P2P_DISABLE=1") is not None and setup.already("export NCCL_IB_DISABLE=1") is None
     assert setup.contradicted("torchrun --nnodes=2 --nproc-per-node=8 train.py") == "one node"
     assert read_setup(["per_device_train_batch_size: 16"]).already("--per_device_train_batch_size 2") is None
+
+
+@pytest.mark.parametrize(("text", "features"), [
+    ("I already use gradient checkpointing and bf16, still OOM", ("gradient checkpointing", "bf16")),
+    ("已经开启了梯度检查点和bf16，还是显存不足", ("gradient checkpointing", "bf16")),
+    ("gradient_checkpointing: true\nbf16: true\nper_device_train_batch_size: 4", ("gradient checkpointing", "bf16")),
+    ("deepspeed train.py --bf16 --gradient_checkpointing", ("gradient checkpointing", "bf16")),
+    ("I'm using flash attention 2", ("flash attention",)),
+    ("should I use gradient checkpointing?", ()),  # a question whether to, not a use
+    ("I'm not using gradient checkpointing", ()),
+    ("without gradient checkpointing it OOMs", ()),
+    ("我没有开启梯度检查点", ()),
+    ("要不要开启梯度检查点？", ()),
+    ("--bf16 false", ()),
+])
+def test_a_feature_is_in_use_only_where_the_report_says_it_is(text: str, features: tuple[str, ...]) -> None:
+    from agent.stated import stated_features
+
+    assert stated_features(text) == features
+
+
+def test_a_fix_that_only_turns_on_what_the_asker_already_uses_is_already_tried() -> None:
+    both = 'out = torch.utils.checkpoint.checkpoint(block, x)\nwith torch.autocast("cuda", dtype=torch.bfloat16):'
+    assert read_setup(["I already use gradient checkpointing and bf16"]).already_uses(both) == (
+        "gradient checkpointing", "bf16")
+    assert read_setup(["I already use gradient checkpointing"]).already_uses(both) == ()  # bf16 would still be new
+    assert read_setup(["I already use bf16"]).already_uses("kill <PID>") == ()
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_moves_the_features_the_asker_already_uses_after_the_next_fix(cli: Any) -> None:
+    done = cli("ask", "--json", "--no-probes", "--full", "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+               "allocate 2.00 GiB. I already use gradient checkpointing and bf16")
+    assert done.returncode == 0, done.stderr[-800:]
+    answer = json.loads(done.stdout)
+    fix = answer["verdict"]["fix"]
+    assert "checkpoint" not in fix and "bfloat16" not in fix, answer["verdict"]
+    assert "You already use gradient checkpointing and bf16" in answer["answer"]
 
 
 @pytest.mark.parametrize(("text", "facts"), [

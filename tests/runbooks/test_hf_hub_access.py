@@ -136,3 +136,25 @@ def test_an_air_gapped_cluster_alone_names_no_hub_stage() -> None:
     assert lead is None or lead.kind != "hf_hub_access", lead
     assert signalled("hf_hub_access", report) is not None  # the machine's isolation is the kind's signal, not its stage
     assert signalled("hf_hub_access", "offline RL with a PPO trainer diverges") is None
+
+
+@pytest.mark.parametrize("report", [
+    "`vllm serve Qwen/QwQ-32B-AWQ --tensor-parallel-size 2` hangs with both GPUs at 100%, no log.\n"
+    "For anyone rushing to run [Qwen/QwQ-32B](https://huggingface.co/Qwen/QwQ-32B/discussions/11): one GPU works.",
+    "FSDP + LoRA training hangs when it saves [Qwen2.5-7B-Instruct](https://huggingface.co/Qwen/Qwen2.5-7B-Instruct)",
+])
+def test_a_link_to_a_model_page_names_no_hub_stage(report: str) -> None:
+    """A model's page linked in a hang report is what was run, not a download the job waits on."""
+    from agent.leads import LeadEvidence, decide
+
+    lead = decide(LeadEvidence(report, None, [], "en"))
+    assert lead is None or lead.kind != KIND, lead
+
+
+def test_a_download_from_the_hub_that_hangs_still_names_its_stage() -> None:
+    from agent.leads import LeadEvidence, decide
+
+    report = ("the job hangs at start-up, the last line: HTTPSConnectionPool(host='huggingface.co', port=443): "
+              "Read timed out")
+    lead = decide(LeadEvidence(report, None, [], "en"))
+    assert lead is not None and lead.kind == KIND, lead
