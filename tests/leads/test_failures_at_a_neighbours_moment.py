@@ -53,3 +53,22 @@ def test_ask_keeps_an_oom_in_training_under_fsdp_as_the_oom(cli: Any) -> None:
     answer = ask_json(cli, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
                            "at step 12 of training with --fsdp 'full_shard auto_wrap', --save_steps 500")
     assert lead_kind(answer) == "cuda_oom", answer["lead"]
+
+
+@pytest.mark.parametrize("text", [
+    "I got an out of memory error, but after stopping the process it disappears from nvidia-smi, yet it still holds "
+    "GPU memory and utilisation stays at 100%",
+    "CUDA out of memory: 训练进程结束后显存仍然被占用，nvidia-smi 看不到进程",
+])
+def test_an_oom_whose_memory_outlives_the_job_narrows_to_the_leftover_processes(text: str) -> None:
+    found = narrowed("cuda_oom", text)
+    assert found is not None and found[0] == "orphan_gpu_processes", found
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA out of memory after step 100, still OOM with batch size 1",
+    "OOM at start-up; after I stopped the other notebook it trained fine",  # stopped, and nothing stays held
+])
+def test_an_oom_of_the_job_itself_does_not_narrow_to_leftovers(text: str) -> None:
+    found = narrowed("cuda_oom", text)
+    assert found is None or found[0] != "orphan_gpu_processes", found

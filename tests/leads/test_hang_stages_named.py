@@ -3,7 +3,8 @@
 runbook's fixes first. A launch line that contradicts itself (torchrun's --node-rank runs from 0 to --nnodes - 1; a
 job across nodes with 127.0.0.1 or localhost as master) is the rendezvous that never forms; a hang in the JIT build of
 compiled ops (torch.utils.cpp_extension waits on the build folder's lock after 'Using ... as PyTorch extensions
-root...'; the asker says the compile never ends) is op_build_failure, whose killed build's folder is removed first.
+root...'; the asker says the compile never ends) is op_build_failure, whose killed build's folder is removed first; a hang at an FSDP save is fsdp_state_dict, gathered on
+every rank with CPU offload first.
 Real tables, real index (tests/conftest.py)."""
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ LOCK = "rm -r ~/.cache/torch_extensions"
     ("Using /root/.cache/torch_extensions/py311_cu121 as PyTorch extensions root...\n(hangs here forever)",
      "op_build_failure", LOCK),
     ("训练卡住了，编译算子一直不结束", "op_build_failure", LOCK),
+    ("FSDP + LoRA fine-tuning trains fine, then hangs when the program tries to save the model", "fsdp_state_dict",
+     "cpu_offload=True"),
+    ("使用FSDP训练，保存模型时卡住", "fsdp_state_dict", "cpu_offload=True"),
 ])
 def test_the_stage_a_hang_names_decides_its_kind_and_first_fix(text: str, kind: str, fix: str) -> None:
     found = hang_stage_named(text)
@@ -41,6 +45,8 @@ def test_the_stage_a_hang_names_decides_its_kind_and_first_fix(text: str, kind: 
      "rendezvous"),
     ("hangs at step 300: torchrun --nnodes=2 --node_rank=1 --master_addr=10.1.0.4 train.py", "rendezvous"),
     ("the compile finished after 3 minutes, then training hangs at step 200 on 8 GPUs", "op_build_failure"),
+    ("FSDP training hangs at step 300 in all_reduce", "fsdp_state_dict"),
+    ("DeepSpeed ZeRO-3 hangs while saving the checkpoint", "fsdp_state_dict"),
 ])
 def test_a_hang_that_names_no_such_stage_is_not_that_kind(text: str, kind: str) -> None:
     found = hang_stage_named(text)

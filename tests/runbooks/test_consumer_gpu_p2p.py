@@ -75,3 +75,17 @@ def test_the_peer_access_matrix_in_the_checks_uses_a_real_torch_api() -> None:
 def test_the_first_fix_is_the_nccl_switch_that_turns_p2p_off() -> None:
     english = runbooks()[(KIND, "en")]
     assert "export NCCL_P2P_DISABLE=1" in english.items["fixes"][0].code[0]
+
+
+@pytest.mark.parametrize(("report", "named"), [
+    ("training with multi-GPU hangs on our box of 10 1080Ti; one GPU is fine", True),
+    ("vllm serve --tensor-parallel-size 2 hangs with two RTX A6000 GPUs at 100% utilisation", True),
+    ("RTX 2080 Ti multi-gpu training hangs at the first step", True),
+    ("DDP on 8 x A100 SXM hangs at step 300", False),  # NVLink: not a PCIe pair
+    ("one 4090 hangs at the first step of training", False),  # one GPU needs no P2P
+])
+def test_a_hang_on_several_pcie_gpus_of_any_generation_names_the_p2p_stage(report: str, named: bool) -> None:
+    from runbooks.choose import hang_stage_named
+
+    found = hang_stage_named(report)
+    assert (found is not None and found[0].kind == KIND) is named, found and found[0].kind

@@ -41,6 +41,8 @@ LINES = [
     "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded "
     "with url: /acme/lm/resolve/main/config.json (Caused by NameResolutionError(\"HTTPSConnection(host='huggingface.co', "
     "port=443): Failed to resolve 'huggingface.co' ([Errno -2] Name or service not known)\"))",
+    # a mirror set with HF_ENDPOINT, its LFS host timing out on a large shard
+    "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='cdn-lfs-us-1.hf-mirror.com', port=443): Read timed out.",
     "urllib3.exceptions.ConnectTimeoutError: (<urllib3.connection.HTTPSConnection object at 0x7f3a2c1d0>, 'Connection "
     "to huggingface.co timed out. (connect timeout=10)')",
     # a generic message (NCCL's sockets print it too): it names the Hub beside the host it could not reach
