@@ -44,20 +44,44 @@ def in_language(kind: str, lang: str) -> Runbook | None:
 
 
 def _best_quoted(books: Iterable[Runbook], lines: Sequence[str], skip: Collection[str] = ()) -> tuple[Runbook, str] | None:
-    """(the runbook with the longest message found in ``lines`` (case-sensitive, as the failure prints it), other
-    than the messages in ``skip``; inside NCCL's INFO lines only the messages NCCL prints there; the line that shows it)."""
+    """(the runbook with the longest message found in ``lines`` (as the failure prints it; a long one also retyped in
+    other letter case), other than the messages in ``skip``; inside NCCL's INFO lines only the messages NCCL prints
+    there; the line that shows it)."""
     best: tuple[int, Runbook, str] | None = None
     errors = [line for line in lines if not NCCL_INFO.search(line)]
     wrapped = _Wrapped(errors)
+    retyped = _Retyped(errors)
     for book in books:
         info = in_nccl_info(book.kind)
         for message in book.messages:
             if len(message) < 8 or message in skip or (best is not None and len(message) <= best[0]):
                 continue
-            if (line := next((line for line in (lines if message in info else errors) if message in line),
-                             None) or (wrapped.line_of(message) if message not in info else None)) is not None:
+            if (line := next((line for line in (lines if message in info else errors) if message in line), None)
+                    or (wrapped.line_of(message) if message not in info else None)
+                    or (retyped.line_of(message) if message not in info else None)) is not None:
                 best = (len(message), book, line)
     return (best[1], best[2]) if best else None
+
+
+RETYPED_LENGTH = 24  # a message this long, written in other letter case, is still that message
+
+
+class _Retyped:
+    """Error lines read without letter case, for a long message the asker retyped or lower-cased ("nvidia geforce rtx
+    5090 with cuda capabilities sm_120 is not compatible with the current pytorch installation"): a short one in
+    other case is a word of prose. Lowered when first asked."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self._lines = lines
+        self._lowered: list[str] | None = None
+
+    def line_of(self, message: str) -> str | None:
+        if len(message) < RETYPED_LENGTH:
+            return None
+        if self._lowered is None:
+            self._lowered = [line.lower() for line in self._lines]
+        wanted = message.lower()
+        return next((line for line, low in zip(self._lines, self._lowered, strict=True) if wanted in low), None)
 
 
 class _Wrapped:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,12 +36,14 @@ def test_ask_lists_the_jobs_of_a_shared_machine_and_reads_the_one_picked(two_job
     first, second = two_jobs
     listed = cli("ask", "--format", "text", "my training job hangs, nothing is printed")
     assert listed.returncode == 0, listed.stderr
-    assert "2 training jobs run on this machine" in listed.stdout
+    # Other tests' jobs may run beside these two (the suite runs in parallel): at least these two are listed.
+    count = re.search(r"(\d+) training jobs run on this machine", listed.stdout)
+    assert count is not None and int(count.group(1)) >= 2, listed.stdout[:800]
     user = getpass.getuser()
     for job in two_jobs:
         assert f"PID {job.pid} ({user}):" in listed.stdout
         assert f"--master-port={job.master_port}" in listed.stdout  # its command tells the two apart
-    assert f'ask --pid {first.pid} "<your question>"' in listed.stdout
+    assert re.search(r'ask --pid \d+ "<your question>"', listed.stdout), listed.stdout[-600:]
 
     picked = cli("ask", "--json", "--pid", str(second.pid), "my training job hangs")
     assert picked.returncode == 0, picked.stderr

@@ -72,3 +72,24 @@ def test_an_oom_whose_memory_outlives_the_job_narrows_to_the_leftover_processes(
 def test_an_oom_of_the_job_itself_does_not_narrow_to_leftovers(text: str) -> None:
     found = narrowed("cuda_oom", text)
     assert found is None or found[0] != "orphan_gpu_processes", found
+
+
+def test_pytorchs_own_arch_warning_beside_an_extension_narrows_to_the_wheel() -> None:
+    """'no kernel image' with vLLM named reads as an extension built without the arch, but PyTorch's own warning that
+    its installed build does not support the GPU names the wheel (arch_mismatch) first."""
+    text = ("nvidia geforce rtx 5090 with cuda capabilities sm_120 is not compatible with the current Pytorch "
+            "installation.\ncuda error: no kernel image is available for execution on the device.\n"
+            "I installed the nightly PyTorch build, then vLLM is incompatible with it")
+    found = narrowed("extension_arch", text)
+    assert found is not None and found[0] == "arch_mismatch", found
+    assert narrowed("extension_arch", "flash_attn: CUDA error: no kernel image is available (built for sm_80)") is None
+
+
+def test_a_long_message_retyped_in_lower_case_is_still_quoted() -> None:
+    from runbooks.choose import quoted_message
+
+    found = quoted_message(["nvidia geforce rtx 5090 with cuda capabilities sm_120 is not compatible with the "
+                            "current pytorch installation."])
+    assert found is not None and found[0].kind == "arch_mismatch", found
+    short = quoted_message(["the job exited with an out of memory error"])  # short messages keep their case
+    assert short is None or short[0].kind != "arch_mismatch"

@@ -305,3 +305,19 @@ def test_a_variable_stated_in_prose_keeps_its_value_without_the_punctuation_afte
                                                                                       value: str) -> None:
     assert read_setup([text]).settings == (Stated(name, value),)
     assert read_setup([text]).already(f"export {name}={value}") == Stated(name, value)
+
+
+@pytest.mark.parametrize(("line", "thing"), [
+    ("It fails on the first import: Python can't find a module named torchtitan, since train.py moved", "torchtitan"),
+    ("ModuleNotFoundError: No module named 'flash_attn_3'", "flash_attn_3"),
+    ("the worker could not import module named `training.data`", "training.data"),
+])
+def test_a_missing_module_is_read_where_the_asker_says_it_in_words(line: str, thing: str) -> None:
+    raised = recognise([line])
+    assert raised is not None and raised.name == "module_missing" and raised.thing == thing, raised
+
+
+def test_a_missing_module_said_in_words_that_is_the_project_s_own_leads_with_its_import_runbook() -> None:
+    lead = decide(LeadEvidence("After moving train.py into the package, Python can't find a module named "
+                               "torchtitan when torchrun starts it", None, [], "en"))
+    assert lead is not None and lead.kind == "own_package_import", lead
