@@ -137,7 +137,8 @@ def main() -> int:
     env = clean_env(TRAINDOC_DATA_DIR=str(data_dir), PYTHONPYCACHEPREFIX=str(data_dir / "pycache"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     as_set_up = clean_env(TRAINDOC_DATA_DIR=str(data_dir))  # bytecode as `make` left it, the caller's settings
-    as_set_up_name = f"ask --json --no-probes, bytecode as set up (PYTHONDONTWRITEBYTECODE={as_set_up.get('PYTHONDONTWRITEBYTECODE', '')!r})"
+    written = as_set_up.get("PYTHONDONTWRITEBYTECODE", "")
+    as_set_up_name = f"ask --json --no-probes, bytecode as set up (PYTHONDONTWRITEBYTECODE={written!r})"
     oks = []
     try:
         built = check(run_timed([script("traindoc"), "index"], env), "traindoc index")

@@ -3,9 +3,9 @@
 runbook's fixes first. A launch line that contradicts itself (torchrun's --node-rank runs from 0 to --nnodes - 1; a
 job across nodes with 127.0.0.1 or localhost as master) is the rendezvous that never forms; a hang in the JIT build of
 compiled ops (torch.utils.cpp_extension waits on the build folder's lock after 'Using ... as PyTorch extensions
-root...'; the asker says the compile never ends) is op_build_failure, whose killed build's folder is removed first; a hang at an FSDP save is fsdp_state_dict, gathered on
-every rank with CPU offload first.
-Real tables, real index (tests/conftest.py)."""
+root...'; the asker says the compile never ends) is op_build_failure, whose killed build's folder is removed first;
+a hang at an FSDP save is fsdp_state_dict, gathered on every rank with CPU offload first. Real tables, real index
+(tests/conftest.py)."""
 
 from __future__ import annotations
 
