@@ -34,6 +34,7 @@ class Raised:
     own_kind: str = ""  # the runbook kind when the thing is not a published package (data/exceptions.json own_kind)
     named_kind: str = ""  # the runbook kind the named thing tells (data/exceptions.json named_kinds): a launcher's
     # variable, a submodule or a class of a library whose API moves between releases
+    named_fix: str = ""  # the fix of that kind's runbook the named thing calls for (a fragment of it), "" for its order
 
     @property
     def top(self) -> str:
@@ -62,19 +63,21 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
 
 
 @cache
-def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str, bool], ...]:
+def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str, bool, str], ...]:
     """(exception row, the group it reads: the thing, the module, or the function of the frame that raised it, its
-    pattern, the kind, whether the report must show that kind's signal too), in order."""
-    return tuple((row["exception"], group, re.compile(row[group]), row["kind"], bool(row.get("with_signal")))
+    pattern, the kind, whether the report must show that kind's signal too, the fix it calls for), in order."""
+    return tuple((row["exception"], group, re.compile(row[group]), row["kind"], bool(row.get("with_signal")),
+                  str(row.get("fix", "")))
                  for row in _data()["named_kinds"] for group in ("thing", "module", "function") if group in row)
 
 
-def _named_kind(name: str, groups: dict[str, str], text: str) -> str:
-    """The kind the named thing tells; a row ``with_signal`` only where ``text`` (the report) shows that kind's
-    signal: ``No module named 'torch'`` while pip builds flash-attn is the build's isolation, elsewhere an install."""
-    return next((kind for exception, group, pattern, kind, with_signal in _named_kinds()
+def _named_kind(name: str, groups: dict[str, str], text: str) -> tuple[str, str]:
+    """(the kind the named thing tells, the fix it calls for); a row ``with_signal`` only where ``text`` (the report)
+    shows that kind's signal: ``No module named 'torch'`` while pip builds flash-attn is the build's isolation,
+    elsewhere an install."""
+    return next(((kind, fix) for exception, group, pattern, kind, with_signal, fix in _named_kinds()
                  if exception == name and pattern.search(groups.get(group) or "")
-                 and (not with_signal or signalled(kind, text) is not None)), "")
+                 and (not with_signal or signalled(kind, text) is not None)), ("", ""))
 
 
 @cache
@@ -97,13 +100,14 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             at = max(i for i in range(index, len(lines)) if lines[i].strip() == line.strip())
             frames = [m for earlier in lines[max(0, at - 60):at] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
-            named = _named_kind(name, {"thing": thing, "module": module,
-                                       "function": (frames[-1]["function"] or "") if frames else ""}, "\n".join(lines))
+            named, fix = _named_kind(name, {"thing": thing, "module": module,
+                                            "function": (frames[-1]["function"] or "") if frames else ""},
+                                     "\n".join(lines))
             # what the named thing tells comes first: a compiled extension's module is no project's own package
             own = (_own_kinds().get(name, "") if top and not named
                    and (top not in _third_party() or _runs_from_checkout(top, frames)) else "")
             return Raised(name, line.strip(), thing, place, check.replace("{top}", top).replace("{thing}", thing), own,
-                          named)
+                          named, fix)
     return None
 
 

@@ -154,7 +154,7 @@ def named_thing(ev: LeadEvidence) -> Lead | None:
     if raised is None or not (kind := raised.own_kind or raised.named_kind):
         return None
     because = "own_module" if raised.own_kind else "named_thing"  # why it leads, in words (lead_why_<because>)
-    return Lead(kind, because, raised.line, CHOSEN_CONFIDENCE, True)
+    return Lead(kind, because, raised.line, CHOSEN_CONFIDENCE, True, "" if raised.own_kind else raised.named_fix)
 
 
 def hang_stage(ev: LeadEvidence) -> Lead | None:

@@ -321,3 +321,24 @@ def test_a_missing_module_said_in_words_that_is_the_project_s_own_leads_with_its
     lead = decide(LeadEvidence("After moving train.py into the package, Python can't find a module named "
                                "torchtitan when torchrun starts it", None, [], "en"))
     assert lead is not None and lead.kind == "own_package_import", lead
+
+
+@pytest.mark.parametrize(("line", "kind", "fix"), [
+    ("ImportError: vllm>=0.4.3,<=0.7.3 is required for a normal functioning of this module, but found vllm==0.8.1.",
+     "vllm_unsupported", "trl[vllm]"),  # the range the framework pins, installed rather than upgraded past
+    ("ImportError: transformers>=4.41.2,<=4.46.1 is required for a normal functioning of this module, but found "
+     "transformers==4.48.0.", "hf_api_change", ""),
+])
+def test_a_version_range_checked_at_import_names_the_package_outside_it(line: str, kind: str, fix: str) -> None:
+    raised = recognise([line])
+    assert raised is not None and raised.name == "version_required", raised
+    lead = decide(LeadEvidence(line, None, [line], "en"))
+    assert lead is not None and (lead.kind, lead.rule, lead.fix) == (kind, "named_thing", fix), lead
+
+
+def test_a_version_range_of_another_package_leads_with_no_runbook_and_says_its_check() -> None:
+    line = ("ImportError: tokenizers>=0.11.1,!=0.11.3,<0.14 is required for a normal functioning of this module, "
+            "but found tokenizers==0.19.1.")
+    raised = recognise([line])
+    assert raised is not None and raised.thing == "tokenizers" and "pip show tokenizers" in raised.check
+    assert decide(LeadEvidence(line, None, [line], "en")) is None
