@@ -93,7 +93,7 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             if (found := pattern.search(line)) is None:
                 continue
             groups = found.groupdict()
-            thing = (groups.get("thing") or "").strip()
+            thing = (groups.get("thing") or groups.get("bare") or "").strip()  # quoted, or as the asker typed it
             module = groups.get("module") or ""
             top = (module or thing).split(".")[0] if name in ("module_missing", "import_name") else thing
             # its frames are above it where the paste shows it (callers put the error lines first, then the paste)

@@ -31,6 +31,8 @@ LOCK = "rm -r ~/.cache/torch_extensions"
     ("Using /root/.cache/torch_extensions/py311_cu121 as PyTorch extensions root...\n(hangs here forever)",
      "op_build_failure", LOCK),
     ("训练卡住了，编译算子一直不结束", "op_build_failure", LOCK),
+    ("it always gets stuck on 2 3090 cards; py-spy dump shows:\n    wait (torch/utils/file_baton.py:42)\n"
+     "    _jit_compile (torch/utils/cpp_extension.py:1522)", "op_build_failure", LOCK),  # the stack names the lock
     ("FSDP + LoRA fine-tuning trains fine, then hangs when the program tries to save the model", "fsdp_state_dict",
      "cpu_offload=True"),
     ("使用FSDP训练，保存模型时卡住", "fsdp_state_dict", "cpu_offload=True"),

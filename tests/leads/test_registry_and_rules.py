@@ -342,3 +342,27 @@ def test_a_version_range_of_another_package_leads_with_no_runbook_and_says_its_c
     raised = recognise([line])
     assert raised is not None and raised.thing == "tokenizers" and "pip show tokenizers" in raised.check
     assert decide(LeadEvidence(line, None, [line], "en")) is None
+
+
+@pytest.mark.parametrize(("lines", "thing", "kind"), [
+    (["Keyerror ：text"], "text", "chat_template_format"),  # retyped: case and a full-width colon
+    (["与我的报错的keyerror：text似乎相符"], "text", "chat_template_format"),  # unquoted, Chinese prose after it
+    (["KeyError: 'instruction'"], "instruction", "chat_template_format"),
+    (["KeyError: 'input ids'"], "input ids", ""),
+])
+def test_a_missing_key_is_read_as_the_asker_typed_it(lines: list[str], thing: str, kind: str) -> None:
+    raised = recognise(lines)
+    assert raised is not None and (raised.name, raised.thing, raised.named_kind) == ("key_missing", thing, kind), raised
+
+
+def test_a_ddp_job_that_hangs_with_no_reducer_error_is_not_the_unused_parameters_kind() -> None:
+    from runbooks.registry import ruled_out
+
+    assert ruled_out("ddp_unused_parameters", ("the job hangs",)) == "the job hangs"
+    lead = decide(LeadEvidence("code gets stuck at a certain epoch when using ddp; GPU utilization is 0, no error",
+                               None, [], "en"))
+    assert lead is None or lead.kind != "ddp_unused_parameters", lead
+    quoted = ("the job hangs, then: RuntimeError: Expected to have finished reduction in the prior iteration before "
+              "starting a new one. This error indicates that your module has parameters that were not used")
+    lead = decide(LeadEvidence(quoted, None, [quoted], "en"))
+    assert lead is not None and lead.kind == "ddp_unused_parameters", lead  # its own message still leads
