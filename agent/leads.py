@@ -12,6 +12,7 @@ kind of evidence is one function and one row of ``RULES``.
                      package (the project's own), ``KeyError: 'RANK'`` (a launcher's variable), a transformers
                      submodule, name or class attribute missing (its API moved between releases)
     hang_stage       the report says the job hangs and names the stage (runbooks/data/hang_stages.json)
+    stated           the asker's own words state a kind outright (registry: stated_by; "v100 不支持 bf16")
     retrieved        a document section answers and retrieval is as sure of a runbook (a likeness), or nearly as sure
                      where the report signals that runbook's kind alone and the section's kinds not at all
     section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
@@ -36,7 +37,7 @@ from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
 from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, hang_stage_named, kind_of_source, quoted_message
-from runbooks.registry import narrowed, neighbour_named, neighbours_of, ruled_out, signalled, unsignalled_generic, yielded
+from runbooks.registry import narrowed, neighbour_named, neighbours_of, ruled_out, signalled, stated_kind, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)
@@ -165,6 +166,14 @@ def hang_stage(ev: LeadEvidence) -> Lead | None:
     return Lead(book.kind, "hang_stage", words, CHOSEN_CONFIDENCE, True, fix)
 
 
+def stated(ev: LeadEvidence) -> Lead | None:
+    """The asker's own words state a kind outright (registry: stated_by; "v100 不支持 bf16"), and nothing quoted decided:
+    that kind leads, as sure as a runbook retrieval is sure of alone."""
+    if (found := stated_kind(ev.text)) is None:
+        return None
+    return Lead(found[0], "stated", found[1], RUNBOOK_ALONE, False)
+
+
 def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
     """A section answers, and retrieval is about as sure of a runbook (ABOUT_AS_SURE): the runbook's checked fixes lead
     it. Where no section answers, only a runbook retrieval is sure of on its own, with its kind's signal (``_alone``);
@@ -256,6 +265,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("quoted", quoted),  # an identifying message pasted: what the failure printed
     ("named_thing", named_thing),  # a generic head whose named thing tells the kind (the project's own module)
     ("hang_stage", hang_stage),  # a hang has no message: where it stalls names it
+    ("stated", stated),  # the asker's words state the kind outright ("bf16 is not supported on our T4s")
     ("retrieved", retrieved),  # likeness: only where a document section answers too
     ("section_kind", section_kind),  # the kind the answering section is recorded about
     ("unstaged_hang", unstaged_hang),  # a training job hangs, no stage named: find where the ranks wait

@@ -42,6 +42,9 @@ class Kind:
     # that neighbour's, "fix": a fragment of the neighbour's fix the moment calls for}: an out-of-memory error while an
     # FSDP checkpoint is saved is the full state dict gathered on GPU, and gathering it with CPU offload comes first.
     narrows_to: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The asker's own words that state this kind outright, with no error quoted ("V100 不支持 bf16", "bf16 is not
+    # supported on our T4s"): they lead where nothing quoted decides. Only where the words leave no neighbour open.
+    stated_by: tuple[str, ...] = ()
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -112,7 +115,8 @@ def kinds() -> dict[str, Kind]:
                            dict(row.get("neighbours", {})), tuple(row.get("yields_to", ())),
                            tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")),
                            tuple(row.get("ruled_out_by", ())), frozenset(row.get("notices", ())),
-                           frozenset(row.get("nccl_info", ())), dict(row.get("narrows_to", {})))
+                           frozenset(row.get("nccl_info", ())), dict(row.get("narrows_to", {})),
+                           tuple(row.get("stated_by", ())))
     return table
 
 
@@ -156,6 +160,20 @@ def narrowed(name: str, text: str) -> tuple[str, str, str] | None:
         found = next((m for m in moment.finditer(text) if not denied(text, m.start())), None)
         if found is not None and signalled(other, text) is not None:
             return other, found.group(0), row.get("fix", "")
+    return None
+
+
+STATED_IN = 4000  # how much of a report the asker's own statement of a kind is read in (its title and opening)
+
+
+def stated_kind(text: str) -> tuple[str, str] | None:
+    """(the kind, the words) that the report's opening states outright (data/kinds.json ``stated_by``), not denied."""
+    head = text[:STATED_IN]
+    for name, own in kinds().items():
+        for pattern in _compiled(own.stated_by):
+            found = next((m for m in pattern.finditer(head) if not denied(head, m.start())), None)
+            if found is not None:
+                return name, found.group(0)
     return None
 
 
@@ -258,4 +276,4 @@ def problems() -> list[str]:
 
 
 __all__ = ["Kind", "in_nccl_info", "kind", "kinds", "narrowed", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
-           "unsignalled_generic", "yielded"]
+           "stated_kind", "unsignalled_generic", "yielded"]

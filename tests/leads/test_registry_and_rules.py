@@ -43,8 +43,8 @@ def test_two_kinds_claiming_one_message_is_found(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_rules_are_one_ordered_table_strongest_evidence_first() -> None:
-    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "named_thing", "hang_stage", "retrieved", "section_kind",
-                                        "unstaged_hang"]
+    assert [name for name, _ in RULES] == ["diagnosis", "quoted", "named_thing", "hang_stage", "stated", "retrieved",
+                                        "section_kind", "unstaged_hang"]
 
 
 def test_each_rule_alone_says_its_kind_and_why() -> None:
@@ -197,7 +197,8 @@ def test_a_kind_the_stated_setup_rules_out_leads_only_on_its_own_message() -> No
 def test_every_phrase_the_rules_say_exists_in_every_language() -> None:
     phrases = json.loads((ROOT / "common" / "data" / "phrases.json").read_text(encoding="utf-8"))
     data = json.loads((ROOT / "agent" / "data" / "exceptions.json").read_text(encoding="utf-8"))
-    keys = [f"exc_{row['name']}" for row in data["exceptions"]] + [f"lead_why_{name}" for name, _ in RULES]
+    keys = ([f"exc_{row['name']}" for row in data["exceptions"]] + [f"lead_why_{name}" for name, _ in RULES]
+            + [f"lead_basis_{name}" for name, _ in RULES if name != "diagnosis"])  # agent/summary: a lead's basis
     for lang in ("en", "zh"):
         assert not [k for k in keys if k not in phrases[lang]], lang
     for row in data["exceptions"]:
@@ -366,3 +367,34 @@ def test_a_ddp_job_that_hangs_with_no_reducer_error_is_not_the_unused_parameters
               "starting a new one. This error indicates that your module has parameters that were not used")
     lead = decide(LeadEvidence(quoted, None, [quoted], "en"))
     assert lead is not None and lead.kind == "ddp_unused_parameters", lead  # its own message still leads
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("如何使用v100微调Mini-InternVL-Chat-2B，v100不支持bfloat16，应该如何修改代码", "bf16_unsupported"),
+    ("[Issue] 不支持BF16的显卡运行RL快速上手示例出错", "bf16_unsupported"),
+    ("bf16 is not supported on our Tesla T4s: how do I fine-tune then?", "bf16_unsupported"),
+])
+def test_the_asker_s_own_statement_of_a_kind_leads_where_nothing_is_quoted(text: str, kind: str) -> None:
+    from runbooks.registry import stated_kind
+
+    assert stated_kind(text) is not None
+    lead = decide(LeadEvidence(text, None, [], "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"))
+    assert lead is not None and (lead.kind, lead.rule) == (kind, "stated"), lead
+
+
+@pytest.mark.parametrize("text", [
+    "bf16 training on 8 A100 gives NaN after step 300",  # a GPU with bf16
+    "we moved off V100; training with bf16 now",  # no statement that bf16 fails: only 'V100' and bf16 far apart
+])
+def test_words_that_state_no_kind_outright_do_not_lead_by_themselves(text: str) -> None:
+    lead = decide(LeadEvidence(text, None, [], "en"))
+    assert lead is None or lead.rule != "stated", lead
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_ask_answers_a_stated_kind_with_its_runbook_and_says_why(cli: Any) -> None:
+    done = cli("ask", "--json", "--no-probes", "如何在v100上微调，v100不支持bfloat16，应该怎么改？")
+    assert done.returncode == 0, done.stderr[-800:]
+    answer = json.loads(done.stdout)
+    assert answer["lead"]["kind"] == "bf16_unsupported" and answer["lead"]["rule"] == "stated", answer["lead"]
+    assert "fp16" in answer["verdict"]["fix"] and "报告说" in answer["answer"]
