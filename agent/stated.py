@@ -83,7 +83,7 @@ def _features() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...]:
 def stated_features(text: str) -> tuple[str, ...]:
     """The features ``text`` states the job already uses ("I already use gradient checkpointing and bf16",
     ``gradient_checkpointing: true``), never one it asks whether to use or says it does not."""
-    head = "\n".join(line[:2048] for line in text[:20000].splitlines()[:200])
+    head = "\n".join(_read_lines(text))
     return tuple(name for name, stated, _ in _features() if stated.search(head))
 
 
@@ -108,11 +108,15 @@ def stated_facts(text: str) -> tuple[str, ...]:
                  and not (fact in contrary and contrary[fact].search(head)))
 
 
+def _read_lines(text: str) -> list[str]:
+    """The lines of ``text`` a setting or a feature is read in: at most 200, each cut at 2,048 characters."""
+    return [line[:2048] for line in text.splitlines()[:200]]
+
+
 def _sets(text: str) -> list[tuple[str, str]]:
     """(setting, value) for every setting ``text`` sets or states, in order (at most 200 lines of 2,048 characters)."""
     found: list[tuple[str, str]] = []
-    for line in text.splitlines()[:200]:
-        line = line[:2048]
+    for line in _read_lines(text):
         found += [(name, m.group("value")) for name, pattern, _ in _settings() for m in pattern.finditer(line)]
         found += [(m.group("name"), _value(m.group("value"))) for m in _env().finditer(line)]
     return found
