@@ -89,3 +89,24 @@ def test_only_a_launch_on_every_node_contradicts_one_node() -> None:
     setup = read_setup(["single node, 8 GPUs, it hangs"])
     assert setup.contradicted("traindoc hang   # on each node: every rank's stack (py-spy)") is None
     assert setup.contradicted("# Run on every node:\ntorchrun train.py") == "one node"
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("distributed training hangs after wandb starts\nwandb: Tracking run with wandb version 0.17.0\n"
+     "wandb: 🚀 View run at https://wandb.ai/team/proj/runs/abc\n(no step is ever logged)",
+     "collective_timeout"),  # W&B registered the run: the job hangs later, where no stage is named yet
+    ("多卡训练在 wandb 初始化完成之后卡住不动\nwandb: Syncing run glowing-sun-3", "collective_timeout"),
+    ("training is stuck in wandb.init on rank 0, the other ranks wait", "wandb_init_failure"),
+])
+def test_a_hang_after_wandb_started_is_a_hang_of_the_job_and_one_in_wandb_init_is_wandbs(text: str, kind: str) -> None:
+    found = hang_stage_named(text) or hang_stage_named(text, staged=False)  # a named stage first, as the leads ask
+    assert found is not None and found[0].kind == kind, found and found[0].kind
+
+
+@pytest.mark.parametrize("text", [
+    "training finished but the job is stuck at wandb: - 0.000 MB of 0.010 MB uploaded (0.000 MB deduped)",
+    "fine-tuning ends, then hangs forever in wandb.finish()",
+])
+def test_a_logger_still_uploading_or_finishing_is_not_an_unstaged_hang(text: str) -> None:
+    found = hang_stage_named(text, staged=False)
+    assert found is None or found[0].kind != "collective_timeout", found[0].kind
