@@ -205,9 +205,13 @@ SHAPES: tuple[Shape, ...] = (
           "URL credentials without a user (redis://:pw@)"),
     Shape("URL_PASSWORD", _URL_PASSWORD, "postgresql://trainer:Zq8v@R2kL5@db.example.com:5432/runs", "Zq8v@R2kL5",
           "URL credentials whose password holds an @ (up to the last @ before the host)"),
+    Shape("PGPASS_PASSWORD", r"(?<![^\s'\"`=\[\],;(])(?=[0-9]{0,253}+[A-Za-z_.*-])[A-Za-z0-9*][\w.*-]{0,253}+:(?:[0-9]{1,5}+|\*):"
+          r"[^:\s]{1,63}+:[^:\s]{1,63}+:(?P<value>[^\s:'\"`]{4,200}+)(?=['\"`]?(?:\s|$))",
+          "db.internal:5432:runs:trainer:Zq8v-pgpass-R2kL5", "Zq8v-pgpass-R2kL5",
+          "a ~/.pgpass line: host:port:database:user:password (PostgreSQL's password file)"),
     # -- private keys and key files that are not PEM -----------------------------------------------------------
     Shape("PRIVATE_KEY", r"Private-Lines:[ \t]{0,8}+[0-9]{1,5}+\r?\n"
-          r"(?P<value>[A-Za-z0-9+/=]{1,128}+(?![^\r\n])(?:\r?\n[A-Za-z0-9+/=]{1,128}+(?![^\r\n])){0,4096}+)",
+          r"(?P<value>[A-Za-z0-9+/=]{1,128}+(?=[\"'`]?(?![^\r\n]))(?:\r?\n[A-Za-z0-9+/=]{1,128}+(?=[\"'`]?(?![^\r\n]))){0,4096}+)",
           "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: trainer@dgx\nPublic-Lines: 2\n"
           "AAAAC3NzaC1lZDI1NTE5AAAAIPub1icKeyPartOfTheFileNotSecretAtA11\nPrivate-Lines: 1\nAAAAIF" + _B36
           + "Zq8vR2kL5\nPrivate-MAC: 9e107d9d372bb6826bd81d3542a419d6",
