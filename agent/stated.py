@@ -17,6 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from common.absent_platforms import without_absent_platforms
 from jobs.diagnosis import HANG_WORDS
 
 
@@ -102,7 +103,7 @@ def binding_facts() -> frozenset[str]:
 
 def stated_facts(text: str) -> tuple[str, ...]:
     """The facts of the setup ``text`` states (one node, one GPU), less those it also states the contrary of."""
-    head = text[:20000]
+    head = without_absent_platforms(text[:20000])  # an environment report's "NPU available: False" states no NPU
     contrary = _contraries()
     return tuple(fact for fact, stated, _ in _facts() if stated.search(head)
                  and not (fact in contrary and contrary[fact].search(head)))

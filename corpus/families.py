@@ -16,6 +16,8 @@ from importlib import resources
 
 import numpy as np
 
+from common.absent_platforms import without_absent_platforms
+
 MATCHING = "ascii-boundaries"  # how the patterns are compiled: part of the catalogue's version (snapshots cache covers)
 
 
@@ -51,6 +53,7 @@ def catalogue_version() -> str:
 
 
 def detect(text: str) -> list[Family]:
+    text = without_absent_platforms(text)  # "PyTorch XPU available: False" names no platform the job runs on
     return [f for f in catalogue() if f.detect.search(text)]
 
 

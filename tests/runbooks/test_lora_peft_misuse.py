@@ -104,3 +104,11 @@ def test_check_2_lists_the_names_lora_can_target_and_not_the_ones_from_another_a
     assert {("q_proj", "Linear"), ("v_proj", "Linear"), ("embed_tokens", "Embedding")} <= leaves
     assert ("norm", "LlamaRMSNorm") in leaves  # a leaf, but not a type LoRA wraps: the "is not supported" error
     assert not {"query", "value", "c_attn"} & names  # BERT's and GPT-2's names: "not found in the base model"
+
+
+def test_a_model_not_stopping_after_lora_is_this_kind_s_signal() -> None:
+    from runbooks.registry import signalled
+
+    assert signalled("lora_peft_misuse", "Qwen3 not stopping generation after lora finetuning")
+    assert signalled("lora_peft_misuse", "after LoRA the generation is not stopping at the end of the answer")
+    assert signalled("lora_peft_misuse", "the loss is not stopping at zero") is None

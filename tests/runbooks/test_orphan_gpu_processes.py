@@ -168,3 +168,12 @@ def test_sigterm_to_a_live_launcher_stops_every_rank_and_its_children(torchrun_j
     os.kill(launcher.pid, signal.SIGTERM)  # fix 2
     launcher.wait(timeout=60)
     assert _wait(lambda: _gone(rank) and _gone(child), 30)
+
+
+@pytest.mark.parametrize("said", [
+    "将后台任务杀掉之后gpu并没有得到释放",  # memory not freed after the job was killed, as askers write it
+    "我就去kill所有进程，接着查看我的gpu发现还在被占用",
+])
+def test_memory_held_after_a_kill_said_in_chinese_is_this_kind_s_signal(said: str) -> None:
+    assert signalled(KIND, said)
+    assert signalled(KIND, "显存不够，batch size 已经是 1 了") is None

@@ -76,6 +76,7 @@ def test_the_messages_are_the_ones_torch_and_python_print() -> None:
 def test_a_signal_tells_it_from_dev_shm() -> None:
     assert signalled(KIND, "DataLoader 报错，ulimit -n 只有 1024")
     assert signalled(KIND, "文件描述符用完了")
+    assert signalled(KIND, "Too many files open after 500 epochs")  # the words as askers retell the message
     assert signalled(KIND, "docker run --ulimit memlock=-1 --shm-size=16g") is None  # /dev/shm's flags, not nofile
 
 
