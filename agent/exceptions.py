@@ -64,11 +64,12 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
 
 @cache
 def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str, bool, str], ...]:
-    """(exception row, the group it reads: the thing, the module, or the function of the frame that raised it, its
-    pattern, the kind, whether the report must show that kind's signal too, the fix it calls for), in order."""
+    """(exception row, the group it reads: the thing, the module, the function of the frame that raised it, or the
+    context (the whole report: what the job was doing when it raised), its pattern, the kind, whether the report
+    must show that kind's signal too, the fix it calls for), in order."""
     return tuple((row["exception"], group, re.compile(row[group]), row["kind"], bool(row.get("with_signal")),
                   str(row.get("fix", "")))
-                 for row in _data()["named_kinds"] for group in ("thing", "module", "function") if group in row)
+                 for row in _data()["named_kinds"] for group in ("thing", "module", "function", "context") if group in row)
 
 
 def _named_kind(name: str, groups: dict[str, str], text: str) -> tuple[str, str]:
@@ -76,7 +77,7 @@ def _named_kind(name: str, groups: dict[str, str], text: str) -> tuple[str, str]
     shows that kind's signal: ``No module named 'torch'`` while pip builds flash-attn is the build's isolation,
     elsewhere an install."""
     return next(((kind, fix) for exception, group, pattern, kind, with_signal, fix in _named_kinds()
-                 if exception == name and pattern.search(groups.get(group) or "")
+                 if exception == name and pattern.search(text[:20000] if group == "context" else groups.get(group) or "")
                  and (not with_signal or signalled(kind, text) is not None)), ("", ""))
 
 

@@ -169,3 +169,12 @@ def test_torch_missing_when_a_job_runs_is_no_build() -> None:
     raised = recognise(["$ python train.py", "ModuleNotFoundError: No module named 'torch'"])
     assert raised is not None and raised.named_kind == "" and raised.own_kind == ""  # an install, no runbook's kind
     assert lead_of("$ python train.py\nModuleNotFoundError: No module named 'torch'") is None
+
+
+def test_a_storage_that_cannot_resize_while_a_checkpoint_loads_is_the_checkpoint_not_the_batch() -> None:
+    loading = ("During inference I get: RuntimeError: Trying to resize storage that is not resizable\n"
+               "It happens at model = LightningModel.load_from_checkpoint(path) after FSDP training")
+    assert lead_of(loading) == ("checkpoint_mismatch", "named_thing")
+    collating = ('  File "/x/torch/utils/data/_utils/collate.py", line 141, in default_collate\n'
+                 "    return torch.stack(batch, 0, out=out)\nRuntimeError: Trying to resize storage that is not resizable")
+    assert lead_of(collating) is None  # the DataLoader's batch of samples of different sizes: the exception alone
