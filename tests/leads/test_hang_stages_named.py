@@ -116,6 +116,8 @@ def test_a_logger_still_uploading_or_finishing_is_not_an_unstaged_hang(text: str
     ("Multi-node GRPO training with Megatron + vLLM colocate runs for 5 hours, then hangs without any error",
      "collective_timeout"),  # an RL trainer's vLLM rollout is part of the training job that hangs
     ("verl PPO 训练跑了几个小时后卡住不动，vllm rollout 没有报错", "collective_timeout"),
+    ("GRPO training hangs after ~5 hours; the Ray server stays up, no error", "collective_timeout"),
+    ("training hangs on our server after 2 hours, no error", "collective_timeout"),  # 'server': the machine
 ])
 def test_a_hang_of_an_rl_trainer_with_vllm_rollout_is_a_hang_of_the_job(text: str, kind: str) -> None:
     found = hang_stage_named(text) or hang_stage_named(text, staged=False)
@@ -125,6 +127,7 @@ def test_a_hang_of_an_rl_trainer_with_vllm_rollout_is_a_hang_of_the_job(text: st
 @pytest.mark.parametrize("text", [
     "vllm serve hangs after loading the weights",
     "fine-tuned the model, now vLLM inference is stuck on 2 GPUs",
+    "after training, the inference server hangs on the first request",
 ])
 def test_a_vllm_server_that_hangs_is_not_an_unstaged_training_hang(text: str) -> None:
     found = hang_stage_named(text, staged=False)
