@@ -118,6 +118,8 @@ def test_a_logger_still_uploading_or_finishing_is_not_an_unstaged_hang(text: str
     ("verl PPO 训练跑了几个小时后卡住不动，vllm rollout 没有报错", "collective_timeout"),
     ("GRPO training hangs after ~5 hours; the Ray server stays up, no error", "collective_timeout"),
     ("training hangs on our server after 2 hours, no error", "collective_timeout"),  # 'server': the machine
+    ("captioning with tp=8 on 8 V100s runs for a while, then hangs after a few thousand batches",
+     "collective_timeout"),  # tensor parallel on several GPUs: a collective that one rank never joins
 ])
 def test_a_hang_of_an_rl_trainer_with_vllm_rollout_is_a_hang_of_the_job(text: str, kind: str) -> None:
     found = hang_stage_named(text) or hang_stage_named(text, staged=False)
