@@ -30,10 +30,20 @@ def _data() -> dict[str, Any]:
     return data
 
 
+# Commands that make a new, empty environment: an install after one in the same block cannot replace the torch
+# the user's jobs run with (https://docs.python.org/3/library/venv.html, conda create, uv venv).
+FRESH_ENVIRONMENT = re.compile(r"(?:^|[\s;&|(])(?:python[\d.]*\s+-m\s+venv|virtualenv|(?:conda|mamba|micromamba)\s+create|uv\s+venv)\s")
+DRY_RUN = re.compile(r"(?:^|\s)--dry-run\b")  # pip says what it would install, and installs nothing
+
+
+def creates_environment(line: str) -> bool:
+    return FRESH_ENVIRONMENT.search(line.split("#", 1)[0] + " ") is not None
+
+
 def risky_install(line: str, torch_version: str | None = None) -> RiskyInstall | None:
     """The install on ``line`` that may swap torch, or None."""
     installer = re.match(_data()["installers"], line)
-    if installer is None or CONSTRAINED.search(line):
+    if installer is None or CONSTRAINED.search(line) or DRY_RUN.search(line.split("#", 1)[0]):
         return None
     pins = _data()["pins_torch"]
     words = line[installer.end():].split("#", 1)[0]
@@ -47,4 +57,4 @@ def risky_install(line: str, torch_version: str | None = None) -> RiskyInstall |
     return RiskyInstall(line.strip(), risky, upgrade, constrained, tuple(pins[name] for name in risky))
 
 
-__all__ = ["RiskyInstall", "risky_install"]
+__all__ = ["RiskyInstall", "creates_environment", "risky_install"]

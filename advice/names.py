@@ -24,10 +24,13 @@ ENV_USE = re.compile(  # set, exported, unset, expanded or read by name: the sha
     rf"(?:\bexport\s+|\bunset\s+|\$\{{?|environ(?:\.get)?\(?\s*\[?\s*['\"]|getenv\(\s*['\"]|`)(?P<name>{ENV_NAME})\b"
     rf"|(?<![\w$-])(?P<assigned>{ENV_NAME})="
 )
-NOT_VARIABLE = re.compile(r"_(?:ERROR|STATUS)_|^CUDA_SUCCESS$|^[A-Z0-9]+_VERSION_CODE$")  # enum values, macros
+# Enum values and macros, not variables: error and status codes, CUDA's data types (cudaDataType_t: CUDA_R_16BF,
+# CUDA_C_32F, https://docs.nvidia.com/cuda/cublas/#cudadatatype-t), version macros.
+NOT_VARIABLE = re.compile(r"_(?:ERROR|STATUS)_|^CUDA_SUCCESS$|^CUDA_[RC]_\d+[A-Z]*$|^[A-Z0-9]+_VERSION_CODE$")
 FLAG = re.compile(r"^--?[A-Za-z][\w-]*")
 JSON_KEY = re.compile(r"\"(?P<key>[A-Za-z_][\w]*)\"\s*:")
 SCRIPT = re.compile(r"\.(?:py|sh)$")
+MODULE_FLAGS = ("-m", "--module")  # torchrun's and the DeepSpeed launcher's: run the next word as a module
 SHELL_BREAK = re.compile(r"\s(?:\||\|\||&&|;|\d?>>?|&>)\s?|;")
 
 
@@ -137,11 +140,13 @@ def flag_findings(line: str, project: str | None = None) -> Iterator[NameFinding
             continue
         own = SHELL_BREAK.split(line[match.end():], 1)[0]  # a pipe or a next command is another program's
         for word in _words(own):
-            if SCRIPT.search(word) or word in ("-m",):
+            if SCRIPT.search(word):
                 break
             flag = FLAG.match(word)
             if flag:
                 yield _finding(flag.group(0), ns, line)
+            if word in MODULE_FLAGS:  # the next word is the script (a module), and what follows it is the script's
+                break
         return
     if project:
         for word in _words(line):

@@ -18,7 +18,7 @@ from typing import Any
 
 from advice.claims import Claim, claims_for
 from advice.curated import correct
-from advice.installs import risky_install
+from advice.installs import creates_environment, risky_install
 from advice.names import NameFinding, env_findings, flag_findings, key_findings, namespaces
 from advice.projects import Project, project_of
 from common.language import Lang
@@ -129,7 +129,9 @@ class _Reviewer:
         """(the block's lines as shown, the notes that follow it)."""
         shown: list[str] = []
         notes: list[str] = []
+        fresh_environment = False  # a block that first makes a new environment installs into that one
         for line in lines:
+            fresh_environment = fresh_environment or creates_environment(line)
             claim = self.claim_of(line)
             if claim is not None:
                 source = claim.sources[0] if claim.sources else ""
@@ -149,7 +151,7 @@ class _Reviewer:
                 self.flags.append(Flag("claim", claim.verdict, line.strip(), claim.fix if claim.replaced else line.strip(),
                                        reason, claim.sources, claim.id))
                 continue
-            install = risky_install(line, self.torch_version)
+            install = None if fresh_environment else risky_install(line, self.torch_version)
             if install is not None:
                 reason = _say("risky_install", self.lang, packages=", ".join(install.packages)) + " " + (
                     _say("constrain", self.lang, version=self.torch_version.split("+")[0]) if install.constrained_line and
@@ -232,7 +234,12 @@ def review(text: str, source: str, section: str, lang: Lang, *, question: str = 
     ``source``: the document (a rendering's original or the rendering itself); ``question``: the asker's words and
     log lines (they decide whether a curated correction's subject is at hand); ``torch_version``: the user's
     torch where traindoc knows it (a deprecated name is judged for it)."""
-    corrected, applied = correct(text, f"{section}\n{question}")
+    from runbooks.choose import kind_of_source
+
+    # The curated corrections mend the seed documents' stale advice; traindoc's own runbooks are written current
+    # (a fact gone stale is mended in the runbook itself), and a correction for one GPU generation must not rewrite
+    # a runbook's fix for another (cu126 wheels for Pascal are not the cu128 ones for Blackwell).
+    corrected, applied = (text, []) if kind_of_source(source) else correct(text, f"{section}\n{question}")
     project = project_of(source, declared_project)
     reviewer = _Reviewer(source, section, lang, question, torch_version, project)
     out: list[str] = []

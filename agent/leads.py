@@ -36,7 +36,15 @@ from agent.stated import binding_facts, stated_facts
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
-from runbooks.choose import BROAD_CATEGORIES, for_category, for_hang_stage, hang_stage_named, kind_of_source, quoted_message
+from runbooks.choose import (
+    BROAD_CATEGORIES,
+    for_category,
+    for_hang_stage,
+    hang_stage_named,
+    kind_of_source,
+    past_its_stage,
+    quoted_message,
+)
 from runbooks.registry import narrowed, neighbour_named, neighbours_of, ruled_out, signalled, stated_kind, unsignalled_generic, yielded
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
@@ -189,6 +197,8 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
     if found is None or (kind := kind_of_source(found.source)) is None:
         return None
     text = ev.words()
+    if past_its_stage(kind, ev.text):
+        return None  # the job hangs later than that kind's stage (a DeepSpeed job at its first batch)
     if (words := signalled(kind, text)) is None:
         # a likeness alone, nothing in the report that tells this kind from its neighbours; unless it shows the
         # neighbour this kind yields to (registry: yields_to), read alike and told apart by the report's own words
@@ -224,6 +234,8 @@ def _alone(ev: LeadEvidence) -> Lead | None:
     if found is None or kind is None or (found.confidence or 0.0) < RUNBOOK_ALONE:
         return None
     text = ev.words()
+    if past_its_stage(kind, ev.text):
+        return None
     if (words := signalled(kind, text)) is None:
         return _yielded_likeness(kind, text, found, None)
     return Lead(kind, "retrieved", words, found.confidence, False)
@@ -248,6 +260,8 @@ def section_kind(ev: LeadEvidence) -> Lead | None:
     kinds = section_kinds(*ev.best_section).kinds
     if not kinds or (words := signalled(kinds[0], ev.words())) is None:
         return None  # the section's kind, but nothing in the report tells it from its neighbours
+    if past_its_stage(kinds[0], ev.text):
+        return None  # the job hangs later than that kind's stage: a likeness the report's own words rule out
     return Lead(kinds[0], "section_kind", words, ev.documents, False)
 
 

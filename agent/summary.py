@@ -246,6 +246,11 @@ def _verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
         basis = say(f"lead_basis_{answer.lead.rule}", lang) if answer.lead is not None and answer.lead.rule != "diagnosis" \
             else say("documents_match", lang)  # what the lead rests on (agent.leads)
         proven = answer.lead is not None and bool(getattr(answer.lead, "established", False))
+        if code and _doubted(answer, code) and (raised := recognise([*answer.error_lines, *answer.question.splitlines()])):
+            # traindoc's own review doubts the section's first command (a diagnostic sold as a fix, an unsafe
+            # default): for the generic exception the report raises, the command that finds its cause comes first
+            return Verdict(_shown_title(answer), "", say("first_check_doubted", lang), raised.check, answer.confidence, basis,
+                           proven=proven)
         return Verdict(_shown_title(answer), "", sentence, code, answer.confidence, basis, proven=proven)
     if not text.strip():
         return None
@@ -258,6 +263,16 @@ def _verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
                        next_step=say("code_in_no_document_next", lang))
     cause = say("no_cause", lang) + (f" ({', '.join(answer.recognised)})" if answer.recognised else "")
     return Verdict(cause, next_step=clip_words(_next_step(text), CAUSE_CHARS))
+
+
+DOUBTED = frozenset({"misleading", "harmful", "wrong", "stale"})  # a claim's verdicts that make a command no first fix
+
+
+def _doubted(answer: Answer, code: str) -> bool:
+    """The first citation's review judged a command of ``code`` misleading or worse (advice.claims)."""
+    lines = {line.strip() for line in code.split("\n")}
+    return any(flag.kind == "claim" and flag.verdict in DOUBTED and (flag.shown or flag.original).strip() in lines
+               for flag in answer.citations[0].advice)
 
 
 def _label(key: str, lang: Lang) -> str:

@@ -186,6 +186,15 @@ def _stages() -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[re.Pattern[
                   str(row.get("fix", ""))) for row in _stage_table()["stages"])
 
 
+def past_its_stage(kind: str, text: str) -> bool:
+    """The report says its job hangs and names a later part of the run than ``kind``'s stage (a row of
+    data/hang_stages.json for that kind whose ``unless`` words the report shows: a DeepSpeed job that hangs at its
+    first batch is past DeepSpeed's start-up)."""
+    head = text[:4000]
+    return HANG_WORDS.search(head) is not None and any(
+        row_kind == kind and any(u.search(head) for u in unless) for row_kind, _words, unless, _names, _fix in _stages())
+
+
 def for_hang(text: str) -> Runbook | None:
     """The English runbook of the hang stage the report names (for_hang_stage), if any."""
     found = for_hang_stage(text)
@@ -225,5 +234,5 @@ def kind_of_source(source: str) -> str | None:
 
 __all__ = [
     "BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "hang_stage_named", "in_language",
-    "kind_of_source", "quoted_message", "related_kinds",
+    "kind_of_source", "quoted_message", "past_its_stage", "related_kinds",
 ]

@@ -119,3 +119,15 @@ def test_an_environment_dump_naming_an_extension_s_arch_flags_keeps_the_extensio
     bare = "RuntimeError: CUDA error: no kernel image is available for execution on the device\nGPU 0: Tesla V100"
     lead = decide(LeadEvidence(bare, None, bare.splitlines()[:1], "en"))
     assert lead is not None and lead.kind == "arch_mismatch"  # a GPU named, no extension: the PyTorch build
+
+
+def test_a_section_whose_first_command_traindoc_doubts_gives_way_to_the_exceptions_first_check(cli: Any) -> None:
+    # A bare "unhandled system error": the answering section's first command (disable InfiniBand) is flagged by
+    # traindoc's own claims as a diagnostic, not a fix; the first fix is the rerun that shows NCCL's own cause.
+    answer = ask(cli, "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+                           "unhandled system error, NCCL version 2.14.3")
+    verdict = answer["verdict"]
+    assert "NCCL_DEBUG=INFO" in verdict["fix"] and not verdict["fix_flags"], verdict
+    assert "NCCL_IB_DISABLE" not in verdict["fix"]
+    flagged = [a for a in answer["advice"] if a["citation"] == 1 and a["kind"] == "claim"]
+    assert flagged and "NCCL_IB_DISABLE" in answer["answer"], "the section's commands stay, under Fixes, with caveats"

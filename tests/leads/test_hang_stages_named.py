@@ -134,3 +134,39 @@ def test_a_hang_of_an_rl_trainer_with_vllm_rollout_is_a_hang_of_the_job(text: st
 def test_a_vllm_server_that_hangs_is_not_an_unstaged_training_hang(text: str) -> None:
     found = hang_stage_named(text, staged=False)
     assert found is None or found[0].kind != "collective_timeout", found[0].kind
+
+
+@pytest.mark.parametrize("text", [
+    "nccl-tests all_reduce_perf hangs on 8 cards RTX 4090; with NCCL_P2P_DISABLE=1 it completes",
+    "DDP on 4 x 3090 gets stuck at the first all-reduce",
+    "两张显卡 4090 训练卡住不动",
+])
+def test_a_count_of_consumer_gpus_may_name_its_unit(text: str) -> None:
+    found = hang_stage_named(text)
+    assert found is not None and found[0].kind == "consumer_gpu_p2p", found and found[0].kind
+
+
+@pytest.mark.parametrize("text", [
+    "deepspeed多机多卡，训练以第一个batch卡住，然后报超时",
+    "DeepSpeed ZeRO-3 job hangs at the first forward of step one",
+    "用 deepspeed ZeRO3 之后训练进程在向前计算卡住",
+])
+def test_a_deepspeed_job_that_hangs_past_its_start_up_is_no_start_up_hang(text: str) -> None:
+    found = hang_stage_named(text)
+    assert found is None or found[0].kind != "deepspeed_init_hang", found[0].kind
+
+
+@pytest.mark.parametrize(("question", "kinds"), [
+    ("两台机器用 deepspeed 多机多卡训练，跑到第一个 batch 就卡住了，然后报 Socket Timeout",
+     {"collective_timeout", "nccl_network"}),
+    ("deepspeed multi-node training gets stuck at the first batch, then reports a socket timeout",
+     {"collective_timeout", "nccl_network"}),
+])
+def test_no_likeness_leads_a_kind_whose_stage_the_hang_is_past(cli: Any, question: str, kinds: set[str]) -> None:
+    # retrieval and the answering section both read like DeepSpeed's start-up hang: the report's own words put it later
+    assert lead_kind(ask_json(cli, question)) in kinds
+
+
+def test_a_deepspeed_hang_with_no_later_part_named_is_still_its_start_up() -> None:
+    found = hang_stage_named("my deepspeed job hangs, nothing is printed after the model loads")
+    assert found is not None and found[0].kind == "deepspeed_init_hang"

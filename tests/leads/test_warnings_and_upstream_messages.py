@@ -191,3 +191,16 @@ def test_rays_list_of_causes_is_no_signal_of_the_oom_killer() -> None:
             "raised the following async exception: NCCL error: remote process exited or there was a network error")
     assert signalled("host_oom", RAY_DEAD_WORKER) is None
     assert lead_of("\n".join([nccl, RAY_DEAD_WORKER])) == "quiet_rank_exit"
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    # PEFT's message as older releases print it, or as a title retypes it, without its "Please check ..." tail
+    ("运行 AdaLoRA 时报错 Target modules ['query', 'value'] not found in the base model.", "lora_peft_misuse"),
+    ("ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model. Please check the target modules "
+     "and try again.", "lora_peft_misuse"),
+    # vLLM's MiniCPM-V class checks the model's release (vllm/model_executor/models/minicpmv.py)
+    ("ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (4, 5)",
+     "vllm_unsupported"),
+])
+def test_upstream_messages_as_users_paste_them_name_their_kind(line: str, kind: str) -> None:
+    assert lead_of(line, [line]) == kind
