@@ -181,9 +181,12 @@ def compose(
     codes: Sequence[CodeMeaning] = (),
     lead_kind: str | None = None,
     lang: Lang | None = None,
+    raised_in: Sequence[str] | None = None,
 ) -> str:
     """The answer's markdown. ``confidence``: that the first citation answers (retrieval's answerability);
-    ``nearest``: when nothing answers, the closest sections, named as not answers."""
+    ``nearest``: when nothing answers, the closest sections, named as not answers; ``raised_in``: the lines a
+    generic exception is read from when nothing answers (a diagnosed job's cause; else the error lines and the
+    question)."""
     parts: list[str] = []
     lang = lang or language_of(question)  # the asker's, decided once (agent.intake); a caller may leave it to the text
     problems = [f for f in findings if f.status == "problem"]
@@ -209,7 +212,8 @@ def compose(
         parts.extend(confirm_markdown(lead_kind, lang))  # the answer ends with the check that confirms its kind
         return "\n".join(parts).strip()
     if no_match or not citations:
-        return _no_match(parts, recognised, confidence, list(nearest) or citations, lang)
+        return _no_match(parts, recognised, confidence, list(nearest) or citations, lang,
+                         [*error_lines, *question.splitlines()] if raised_in is None else raised_in)
 
     top = citations[0]
     verdict = any(f.explains for f in problems)  # what traindoc measured answers the question: it leads
@@ -329,14 +333,20 @@ def codes_markdown(codes: Sequence[CodeMeaning], lang: Lang, *, with_fix: bool =
 
 
 def _no_match(parts: list[str], recognised: list[str], confidence: float | None, nearest: Sequence[Citation],
-              lang: Lang) -> str:
-    """After what the evidence says (above): no section answers; the nearest ones, plainly not answers;
-    what to collect next."""
+              lang: Lang, report: Sequence[str] = ()) -> str:
+    """After what the evidence says (above): no section answers; the first check of the generic exception the
+    report raises (agent.exceptions), as its one fix; the nearest sections, plainly not answers; what to collect
+    next."""
     what = f" ({', '.join(recognised)})" if recognised else ""
     lead = say("no_match", lang, what=what)
     if confidence is not None and nearest:
         lead += " " + say("no_match_confidence", lang, confidence=confidence)
     parts.extend([lead, ""])
+    from agent.exceptions import recognise
+
+    if (raised := recognise(list(report))) is not None and raised.check:
+        parts.extend([f"### {say('fixes', lang)}", "", f"1. {say('exc_fix_item', lang)}", "", "   ```bash",
+                      *(f"   {line}" for line in raised.check.split("\n")), "   ```", ""])
     if nearest:
         parts.append(f"### {say('nearest_heading', lang)}")
         parts.extend(say("nearest_item", lang, title=c.named) for c in nearest[:3])

@@ -352,7 +352,8 @@ class Troubleshooter:
         shown_codes = meanings(evidence)
         body = compose(question.text, facts.citations, facts.findings, facts.no_match, facts.recognised, shown_errors,
                        source, confidence=facts.confidence, nearest=facts.nearest, lead=lead, codes=shown_codes,
-                       lead_kind=facts.runbook.kind if facts.runbook is not None else None, lang=lang)
+                       lead_kind=facts.runbook.kind if facts.runbook is not None else None, lang=lang,
+                       raised_in=job.root_cause.evidence if job is not None and job.root_cause is not None else None)
         if job is not None and job.root_cause is not None:
             from jobs.render import demote_timeout_fixes, diagnosis_markdown
 

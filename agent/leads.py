@@ -45,7 +45,17 @@ from runbooks.choose import (
     past_its_stage,
     quoted_message,
 )
-from runbooks.registry import narrowed, neighbour_named, neighbours_of, ruled_out, signalled, stated_kind, unsignalled_generic, yielded
+from runbooks.registry import (
+    moment_fix,
+    narrowed,
+    neighbour_named,
+    neighbours_of,
+    ruled_out,
+    signalled,
+    stated_kind,
+    unsignalled_generic,
+    yielded,
+)
 
 CHOSEN_CONFIDENCE = 0.9  # a runbook named by the diagnosis or by the exact message it answers
 RUNBOOK_ALONE = 0.75  # where no section answers, how sure retrieval must be of a runbook (with its kind's signal)
@@ -306,6 +316,8 @@ def decide(ev: LeadEvidence) -> Lead | None:
             if (moment := narrowed(outcome.kind, ev.words())) is not None:
                 return replace(outcome, kind=moment[0], because=f"{outcome.because} · {moment[1]}".strip(" ·"),
                                fix=moment[2])
+            if not outcome.fix and (moment_of := moment_fix(outcome.kind, ev.words())) is not None:
+                outcome = replace(outcome, fix=moment_of[1])
             earlier = ev.text[: len(ev.text) - len(ev.new_words)]
             if ev.new_words and (named := neighbour_named(outcome.kind, ev.new_words, earlier)) is not None:
                 return Lead(named[0], "follow_up", named[1], outcome.confidence, outcome.established)

@@ -45,6 +45,9 @@ class Kind:
     # The asker's own words that state this kind outright, with no error quoted ("V100 不支持 bf16", "bf16 is not
     # supported on our T4s"): they lead where nothing quoted decides. Only where the words leave no neighbour open.
     stated_by: tuple[str, ...] = ()
+    # {"when": words of the report, "fix": a fragment of one of this kind's own fixes}: a moment of the failure that
+    # calls for that fix first (a CPU allocation of terabytes is a size gone wrong, not RAM to free).
+    moments: tuple[dict[str, str], ...] = ()
 
     @property
     def specific(self) -> tuple[str, ...]:
@@ -116,7 +119,7 @@ def kinds() -> dict[str, Kind]:
                            tuple(row.get("follow_up_details", ())), str(row.get("confirm_with", "")),
                            tuple(row.get("ruled_out_by", ())), frozenset(row.get("notices", ())),
                            frozenset(row.get("nccl_info", ())), dict(row.get("narrows_to", {})),
-                           tuple(row.get("stated_by", ())))
+                           tuple(row.get("stated_by", ())), tuple(row.get("moments", ())))
     return table
 
 
@@ -160,6 +163,17 @@ def narrowed(name: str, text: str) -> tuple[str, str, str] | None:
         found = next((m for m in moment.finditer(text) if not denied(text, m.start())), None)
         if found is not None and signalled(other, text) is not None:
             return other, found.group(0), row.get("fix", "")
+    return None
+
+
+def moment_fix(name: str, text: str) -> tuple[str, str] | None:
+    """(the words of the moment, the fix it calls for) of kind ``name`` in ``text`` (data/kinds.json moments): the
+    report shows a moment of this kind's failure that one of its own fixes answers first."""
+    own = kind(name)
+    for row in (own.moments if own is not None else ()):
+        found = _compiled((row["when"],))[0].search(text)
+        if found is not None:
+            return found.group(0), row["fix"]
     return None
 
 
@@ -275,5 +289,5 @@ def problems() -> list[str]:
     return found
 
 
-__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "narrowed", "neighbour_named", "notices", "problems", "ruled_out", "signalled",
-           "stated_kind", "unsignalled_generic", "yielded"]
+__all__ = ["Kind", "in_nccl_info", "kind", "kinds", "moment_fix", "narrowed", "neighbour_named", "notices", "problems",
+           "ruled_out", "signalled", "stated_kind", "unsignalled_generic", "yielded"]

@@ -124,3 +124,19 @@ def test_a_collective_fingerprint_mismatch_is_answered_not_refused(cli: CliRunne
     assert answer["diagnosis"]["root_cause"]["category"] == "collective_mismatch"
     assert not answer["no_match"] and runbook_of(answer["citations"]) == "collective_mismatch", answer["citations"]
     assert "DDP (分布式) 相关错误" in documents(answer["citations"])[0]["section"], answer["citations"]
+
+
+@pytest.mark.usefixtures("use_shared_index")
+@pytest.mark.parametrize(("job", "kind", "first_fix"), [
+    # rank 2 logged that it skipped the batch its OOM came in: it skipped that batch's collectives, and the others
+    # waited for it; skipping on every rank together comes first
+    ("oom_skip", "collective_mismatch", "torch.distributed.all_reduce(failed)"),
+    # the same OOM, not caught: the memory runbook
+    ("oom_crash", "cuda_oom", ""),
+])
+def test_an_oom_a_rank_skipped_is_the_collective_it_skipped(cli: CliRunner, job: str, kind: str, first_fix: str) -> None:
+    result = cli("ask", "--json", "--no-probes", "--log", str(DATA / job / "logdir"), QUESTION)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert (answer["lead"] or {}).get("kind") == kind, answer["lead"]
+    assert first_fix in answer["verdict"]["fix"], answer["verdict"]

@@ -148,3 +148,12 @@ def test_the_hosts_ram_running_out_is_not_answered_by_a_gpu_memory_section(cli: 
     assert any("dmesg" in c for c in checks) and any("memory.max" in c for c in checks), checks
     cited = [c["section"] for c in answer["citations"]]
     assert not any(word in section for section in cited for word in GPU_MEMORY), cited
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_cuda_that_could_not_start_on_one_node_is_that_nodes_fault(cli: CliRunner) -> None:
+    """NCCL's 'Cuda failure 'initialization error'' on worker-1: CUDA itself could not start there. The runbook on
+    CUDA start-up leads (not a section about Blackwell wheels), with its fix for one node's driver or container first."""
+    answer = json.loads(cli("ask", "--json", "--no-probes", "--log", str(DATA / "nccl_cuda_init_node.log"), QUESTION).stdout)
+    assert (answer["lead"] or {}).get("kind") == "cuda_init_error", answer["lead"]
+    assert "initialization error" in answer["verdict"]["fix"] and "node" in answer["verdict"]["fix"], answer["verdict"]

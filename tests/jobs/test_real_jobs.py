@@ -230,3 +230,20 @@ def test_a_rank_that_died_without_a_word_is_named_from_its_peers_alone(jobs: job
     assert root["rank"] == 2, _show(diagnosis)
     assert "most likely died" in root["summary"] and "timed out" not in root["summary"], root["summary"]
     assert "dist.all_reduce" in root["summary"], root["summary"]  # where the peers lost it
+
+
+@pytest.mark.usefixtures("use_shared_index")
+@pytest.mark.parametrize(("job", "first_fix"), [
+    # ranks 0 and 2 in the final barrier while rank 1 is still in the loop's all_reduce: the ranks' batches differ
+    ("uneven_inputs", "DistributedSampler(dataset, drop_last=True)"),
+    # 40 TB asked of the CPU allocator: no machine has it, the size itself is wrong
+    ("oom", "free -b"),
+    # a KeyError in collate names no runbook's kind: the exception's own first check is the one fix
+    ("exception", "which keys the data or config really has"),
+])
+def test_the_first_fix_is_the_one_the_jobs_own_lines_call_for(jobs: jobkit.JobPool, cli: CliRunner, job: str,
+                                                              first_fix: str) -> None:
+    result = cli("ask", "--json", "--no-probes", "--log", str(_job(jobs, job).logdir), "why did my training job fail?")
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)["verdict"]
+    assert first_fix in verdict["fix"], verdict

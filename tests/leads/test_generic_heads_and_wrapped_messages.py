@@ -131,3 +131,24 @@ def test_a_section_whose_first_command_traindoc_doubts_gives_way_to_the_exceptio
     assert "NCCL_IB_DISABLE" not in verdict["fix"]
     flagged = [a for a in answer["advice"] if a["citation"] == 1 and a["kind"] == "claim"]
     assert flagged and "NCCL_IB_DISABLE" in answer["answer"], "the section's commands stay, under Fixes, with caveats"
+
+
+def test_a_generic_exception_nothing_answers_gets_its_first_check_as_its_one_fix(cli: Any) -> None:
+    answer = ask(cli, "KeyError: 'input_ids'")
+    assert answer["no_match"]
+    fixes = answer["answer"].split("### Fixes", 1)
+    assert len(fixes) == 2, answer["answer"][:2000]
+    assert "which keys the data or config really has" in fixes[1].split("###", 1)[0]
+    assert "which keys the data or config really has" in answer["verdict"]["fix"]
+
+
+@pytest.mark.parametrize(("line", "first"), [
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+     "to allocate 40000000000000 bytes. Error code 12 (Cannot allocate memory)", True),  # 40 TB: a size gone wrong
+    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes. Error code 12",
+     False),  # 2 GiB: the host's RAM ran out, its usual fixes first
+])
+def test_a_cpu_allocation_no_machine_has_is_a_size_gone_wrong(cli: Any, line: str, first: bool) -> None:
+    answer = ask(cli, line)
+    assert _lead(answer) == "host_oom"
+    assert ("free -b" in answer["verdict"]["fix"]) is first, answer["verdict"]

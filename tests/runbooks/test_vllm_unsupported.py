@@ -45,6 +45,7 @@ LINES = [
     f"{SITE}/trl/import_utils.py:120: UserWarning: TRL currently supports vLLM versions from 0.17.0 to 0.25.1. You "
     "have version 0.11.0 installed. We recommend installing a supported version to avoid compatibility issues.",
     "ValueError: Unknown quantization method: bitsandbytes. Must be one of ['awq', 'fp8', 'gptq'].",
+    "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (4, 5)",
 ]
 
 TRACEBACK = [
