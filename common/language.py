@@ -27,6 +27,10 @@ CODE_SPAN = re.compile(r"`[^`]*`")
 # An exception pasted into a sentence ("微调后报错：RuntimeError: element 0 of tensors ..."): from the exception's
 # name on to the next Chinese character is the program's words, not the user's (read from a literal: linear).
 PASTED_EXCEPTION = re.compile(r"(?:Error|Exception)\s{0,4}:[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]*")
+# The same after the words that introduce what the program printed ("启动报错 No available memory for the cache
+# blocks", "提示：Address already in use"): the English that follows them, up to the next Chinese character, is quoted.
+PASTED_AFTER_SAYING = re.compile(r"(?:(?<=报错)|(?<=报了错)|(?<=错误信息)|(?<=错误提示)|(?<=提示)|(?<=显示)|(?<=输出))"
+                                 r"[:：]?\s*(?=[A-Za-z])[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]*")
 # Identifiers, paths, versions, ALLCAPS acronyms (NCCL, CUDA) and CamelCase (RuntimeError, NaN) are
 # shared by both languages: only plain words count as English.
 PLAIN_WORD = re.compile(r"(?<![\w./:=-])[A-Za-z][a-z]*(?:'[a-z]+)?(?![\w/:=(-]|\.\w)")
@@ -48,7 +52,7 @@ def language_of(text: str) -> Lang:
             continue
         line = CODE_SPAN.sub(" ", line)
         if has_cjk:
-            line = PASTED_EXCEPTION.sub(" ", line)
+            line = PASTED_AFTER_SAYING.sub(" ", PASTED_EXCEPTION.sub(" ", line))
         cjk += len(CJK.findall(line))
         words += len(PLAIN_WORD.findall(line))
     chinese_words = cjk / CJK_WORD_CHARS

@@ -113,3 +113,14 @@ def test_no_match_and_the_job_diagnosis_in_chinese(offline: Troubleshooter) -> N
     assert compose("怎么烤面包？面包烤焦了怎么办", [], [], True, ["bread"], []).startswith("**没有匹配**：")
     body = ask(offline, "我的分布式训练为什么挂了", job=_job())
     assert detail(body).startswith("### 作业日志显示") and "**根本原因（exception，rank 1" in body
+
+
+@pytest.mark.parametrize(("text", "lang"), [
+    ("vllm 启动报错 No available memory for the cache blocks", "zh"),  # what follows 报错 is the program's
+    ("提示：Address already in use", "zh"),
+    ("训练时显示 CUDA out of memory, tried to allocate 2 GiB", "zh"),
+    ("I get 报错 when running the script on two nodes with deepspeed", "en"),  # the asker's own words are English
+    ("NCCL timeout during training, what should I do?", "en"),
+])
+def test_what_follows_the_words_that_introduce_an_error_is_quoted_not_the_askers(text: str, lang: str) -> None:
+    assert language_of(text) == lang

@@ -21,13 +21,16 @@ def _ask(cli: CliRunner, question: str) -> dict:  # type: ignore[type-arg]
 
 
 def test_a_pasted_cascade_names_the_rank_that_failed_first(cli: CliRunner) -> None:
-    """OOM on rank 2 caught by a skip handler, then the loud timeouts on ranks 0 and 1: pasted whole."""
+    """OOM on rank 2 caught by a skip handler, then the loud timeouts on ranks 0 and 1: pasted whole. Not the timeout
+    runbook: the rank that skipped its batch skipped that batch's collectives (its log says so), and skipping on
+    every rank together comes first; the OOM section follows for the batch that did not fit."""
     console = (GPU_REAL / "oom_skip" / "console.log").read_text(encoding="utf-8")
     answer = _ask(cli, "why did my 4-GPU job die?\n" + console)
     root = answer["diagnosis"]["root_cause"]
     assert (root["category"], root["rank"]) == ("oom", 2), root
     assert any("OutOfMemoryError" in line for line in root["evidence"]), root
-    assert runbook_of(answer["citations"]) == "cuda_oom", answer["citations"][:2]  # the OOM runbook, not the timeout one
+    assert runbook_of(answer["citations"]) == "collective_mismatch", answer["citations"][:2]
+    assert "torch.distributed.all_reduce(failed)" in answer["verdict"]["fix"], answer["verdict"]
     assert "显存" in documents(answer["citations"])[0]["section"], answer["citations"][:3]  # then the OOM section
 
 
