@@ -257,7 +257,7 @@ def _verdict_of(answer: Answer, markdown: str | None = None) -> Verdict | None:
     if (raised := recognise([*answer.error_lines, *answer.question.splitlines()])) is not None:
         # nothing answers a generic exception: the verdict is what it means, where it was raised, its first check
         return Verdict(say(f"exc_{raised.name}", lang, thing=raised.thing), code_span(raised.place) if raised.place else "",
-                       say("exc_first_check", lang), raised.check, None, say("exc_no_runbook", lang))
+                       say("exc_fix_item", lang), raised.check, None, say("exc_no_runbook", lang))
     if answer.unnamed_code:  # a team's own code: which document would know it is the team's to say
         return Verdict(say("code_in_no_document", lang, code=code_span(answer.unnamed_code)),
                        next_step=say("code_in_no_document_next", lang))
