@@ -44,6 +44,7 @@ from runbooks.choose import (
     kind_of_source,
     past_its_stage,
     quoted_message,
+    without_absent_packages,
 )
 from runbooks.registry import (
     moment_fix,
@@ -98,7 +99,7 @@ class LeadEvidence:
     def words(self) -> str:
         """All the report's own words: the question, its error lines, the lines the job's cause shows."""
         job_lines = [*self.job.root_cause.evidence, *self.job.search_lines] if self.job and self.job.root_cause else []
-        return "\n".join([self.text, *self.errors, *job_lines])
+        return without_absent_packages("\n".join([self.text, *self.errors, *job_lines]))
 
 
 @dataclass(frozen=True)

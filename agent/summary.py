@@ -168,11 +168,15 @@ def _sentence_of(line: str) -> str:
     return CITED.sub("", SOURCE.sub("", ITEM_NUMBER.sub("", sentence)).rstrip())  # a runbook item's "(source: URL)"
 
 
+LONE_FLAG = re.compile(r"^\s*--?[\w-]+\s*$")  # "`--mem`" in a sentence names an option, it is no command to paste
+
+
 def _command_in(text: str) -> str:
     """The first inline code span of ``text`` that is a command (``pip install ...``), or ""."""
     from agent.compose import COMMAND_LINE
 
-    return next((span for span in INLINE_CODE.findall(text) if COMMAND_LINE.match(span)), "")
+    return next((span for span in INLINE_CODE.findall(text) if COMMAND_LINE.match(span) and not LONE_FLAG.match(span)),
+                "")
 
 
 def _next_step(markdown: str) -> str:

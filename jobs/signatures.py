@@ -38,6 +38,7 @@ class Signature:
     pattern: re.Pattern[str]
     summary: str
     explain: bool = False  # the line alone does not say what it means: the root cause's sentence carries the summary
+    unless: re.Pattern[str] | None = None  # a line that also shows this is something else (an HTTP client's reset)
 
     @property
     def literal(self) -> str:
@@ -45,6 +46,12 @@ class Signature:
 
     def may_match(self, text: str) -> bool:
         return any(literal in text for literal in self.literals)
+
+    def reads(self, text: str) -> re.Match[str] | None:
+        """The signature's match in ``text``, unless the line also shows its ``unless`` words."""
+        if not self.may_match(text) or (found := self.pattern.search(text)) is None:
+            return None
+        return None if self.unless is not None and self.unless.search(text) else found
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,9 @@ def signatures() -> tuple[Signature, ...]:
         for row in data[kind]:
             literal = row["literal"]
             literals = (literal,) if isinstance(literal, str) else tuple(literal)
+            unless = re.compile(row["unless"]) if row.get("unless") else None
             table.append(Signature(kind, row["category"], literals, re.compile(row["pattern"]), row["summary"],
-                                   bool(row.get("explain"))))
+                                   bool(row.get("explain")), unless))
     return tuple(table)
 
 
@@ -151,7 +159,7 @@ def exit_report(text: str) -> ExitReport | None:
 def meaning(text: str) -> Meaning | None:
     """The first signature ``text`` matches."""
     for signature in signatures():
-        if signature.may_match(text) and (found := signature.pattern.search(text)):
+        if (found := signature.reads(text)) is not None:
             return Meaning(signature.kind, signature.category, signature.summary, found.group(0), signature.explain)
     return None
 

@@ -26,6 +26,14 @@ from runbooks.registry import in_nccl_info, notices
 # implementation"): healthy jobs print it. Only a kind's own INFO message names it there (registry: nccl_info).
 NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 RUNBOOK_SOURCE = re.compile(r"(?:^|/)runbooks/(?P<lang>[a-z]{2})/(?P<kind>[a-z0-9_]+)\.md$")
+OPTION_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]{0,60}(?:[ =](?!--?[A-Za-z])[^\s\\]{1,200})?")
+# An environment listing's line for a package that is absent ("- DeepSpeed version: not installed", transformers'
+# env report) names no part of the run.
+ABSENT_PACKAGE = re.compile(r"(?im)^[ \t>*-]{0,6}[\w .-]{1,40}?(?:version)?\s?[:=]\s?(?:not installed|none|n/a)\s*$")
+# A path or a file name ("text-generation-webui/models", "generation_config.json") names where a file lies, not a
+# later part of the run: the words that rule a stage out are read without them.
+PATH_OR_FILE = re.compile(r"(?:(?<![\w/])[~.]{0,2}/|\b[A-Za-z]:\\)[^\s'\"`()\[\]]{1,200}|\b[\w.-]{1,80}/[\w.-]{1,80}/[^\s'\"`()\[\]]{0,200}"
+                          r"|\b[\w.-]{1,80}\.(?:json|ya?ml|py|sh|txt|bin|safetensors|pt|pth|ckpt|cfg|toml|log)\b")
 
 
 @cache
@@ -190,9 +198,30 @@ def past_its_stage(kind: str, text: str) -> bool:
     """The report says its job hangs and names a later part of the run than ``kind``'s stage (a row of
     data/hang_stages.json for that kind whose ``unless`` words the report shows: a DeepSpeed job that hangs at its
     first batch is past DeepSpeed's start-up)."""
-    head = text[:4000]
-    return HANG_WORDS.search(head) is not None and any(
-        row_kind == kind and any(u.search(head) for u in unless) for row_kind, _words, unless, _names, _fix in _stages())
+    head = _stage_words(text)
+    later = _later_words(head)
+    if HANG_WORDS.search(later) is None:
+        return False
+    return any(row_kind == kind and any(u.search(later) for u in unless)
+               for row_kind, _words, unless, _names, _fix in _stages())
+
+
+def _stage_words(text: str) -> str:
+    """The report's first 4,000 characters, without an environment listing's absent packages."""
+    return without_absent_packages(text[:4000])
+
+
+def without_absent_packages(text: str) -> str:
+    """``text`` without the lines of an environment listing that name a package as absent ("- DeepSpeed version:
+    not installed"): they say the job does not use it."""
+    return ABSENT_PACKAGE.sub("", text)
+
+
+def _later_words(head: str) -> str:
+    """``head`` as the words that say it hangs and that rule a stage out read it: without paths, file names and a
+    command line's option values ("--finetuning_type freeze", "--save_steps 100": how the job was launched, not what
+    it does now)."""
+    return OPTION_VALUE.sub(" ", PATH_OR_FILE.sub(" ", head))
 
 
 def for_hang(text: str) -> Runbook | None:
@@ -213,12 +242,13 @@ def for_hang_stage(text: str, *, staged: bool = True) -> tuple[Runbook, str] | N
 def hang_stage_named(text: str, *, staged: bool = True) -> tuple[Runbook, str, str] | None:
     """for_hang_stage, with the fix the stage calls for (a fragment of one of the runbook's fixes: ``synced_gpus``
     for generate() under ZeRO-3), "" where the runbook's own order holds."""
-    head = text[:4000]
-    if (hang := HANG_WORDS.search(head)) is None:
+    head = _stage_words(text)
+    later = _later_words(head)
+    if (hang := HANG_WORDS.search(later)) is None:
         return None
     books = _kinds()
     for kind, words, unless, names_stage, fix in _stages():
-        if names_stage != staged or kind not in books or any(u.search(head) for u in unless):
+        if names_stage != staged or kind not in books or any(u.search(later) for u in unless):
             continue
         if (named := next((m for w in words if (m := w.search(head)) is not None), None)) is not None:
             return books[kind], named.group(0) if names_stage else hang.group(0), fix
@@ -234,5 +264,5 @@ def kind_of_source(source: str) -> str | None:
 
 __all__ = [
     "BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "hang_stage_named", "in_language",
-    "kind_of_source", "quoted_message", "past_its_stage", "related_kinds",
+    "kind_of_source", "quoted_message", "past_its_stage", "related_kinds", "without_absent_packages",
 ]

@@ -72,6 +72,9 @@ def test_a_line_with_only_an_alternatives_words_is_read(line: str, category: str
     "There are some potential root causes. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected "
     "errors.",  # Ray's list of possible causes names a crash nobody saw
     "OutOfMemoryError: out of resource: triton_per_fused_add_7",  # Triton's shared memory per SM, not the GPU's
+    "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by "
+    "peer'))",  # an HTTP client's download, not a peer rank
+    "urllib3.exceptions.ProtocolError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))",
 ])
 def test_words_that_name_no_failure_are_not_read_as_one(line: str) -> None:
     found = meaning(line)
