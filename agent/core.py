@@ -279,6 +279,7 @@ class Troubleshooter:
             no_match = not citations  # nor one about a kind the stated setup rules out (CUDA's, for an Ascend NPU)
         from agent.lead import about_finding, documents_after, lead_with, leading, names_the_failure_whole
         from agent.leads import LeadEvidence, Retrieved
+        from agent.stated import already_ran
 
         runbook, lead = None, None
         best = Retrieved(found.hits[0].chunk.source, found.confidence) if found.hits and not found.no_match else None
@@ -291,7 +292,8 @@ class Troubleshooter:
         lead_evidence = LeadEvidence(asked, job, question.log_errors or result.error_lines, lang, best,
                                      None if no_match else result.confidence, answering, by_section_kind=not explaining,
                                      new_words=question.text if question.follows is not None else "",
-                                     pasted=job is not None and not question.log_errors and not question.log_head)
+                                     pasted=job is not None and not question.log_errors and not question.log_head,
+                                     section_ran=already_ran(citations[0].text, asked) if answering else "")
         if (chosen := leading(lead_evidence)) is not None:
             runbook, lead = chosen  # the fix follows the diagnosis: the kind's runbook leads
             confidence = lead.confidence

@@ -14,7 +14,8 @@ kind of evidence is one function and one row of ``RULES``.
     hang_stage       the report says the job hangs and names the stage (runbooks/data/hang_stages.json)
     stated           the asker's own words state a kind outright (registry: stated_by; "v100 不支持 bf16")
     retrieved        a document section answers and retrieval is as sure of a runbook (a likeness), or nearly as sure
-                     where the report signals that runbook's kind alone and the section's kinds not at all
+                     where the report signals that runbook's kind alone and the section's kinds not at all (or at all
+                     where the section's first install command is the one the report shows failing)
     section_kind     the section that answers is recorded about a kind (corpus/data/section_kinds.json)
     unstaged_hang    a training job hangs and nothing above names where: the command that finds where ranks wait
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from agent.exceptions import recognise
 from agent.stated import binding_facts, stated_facts
+from common.absent_platforms import without_absent_packages
 from common.language import Lang
 from corpus.kinds import about_no_kind, section_kinds
 from jobs.diagnosis import JobDiagnosis
@@ -44,7 +46,6 @@ from runbooks.choose import (
     kind_of_source,
     past_its_stage,
     quoted_message,
-    without_absent_packages,
 )
 from runbooks.registry import (
     moment_fix,
@@ -95,6 +96,7 @@ class LeadEvidence:
     by_section_kind: bool = True  # False where a probe's finding gives the first fix
     new_words: str = ""  # a follow-up's own words (``text`` holds them after what they follow up on)
     pasted: bool = False  # the job is a cascade pasted into the question, not logs read from files
+    section_ran: str = ""  # the answering section's first install command, which the report shows already failed
 
     def words(self) -> str:
         """All the report's own words: the question, its error lines, the lines the job's cause shows."""
@@ -215,6 +217,8 @@ def retrieved(ev: LeadEvidence) -> Lead | Stop | None:
         # neighbour this kind yields to (registry: yields_to), read alike and told apart by the report's own words
         return _yielded_likeness(kind, text, found, ev.documents)
     past_unshown = _section_kind_unshown(ev, text) and _distinctive(kind, words)
+    if ev.section_ran and past_unshown:
+        return Lead(kind, "retrieved", f"{words} · {ev.section_ran}", found.confidence, False)  # the section's fix failed
     if (found.confidence or 0.0) < ev.documents - (LESS_SURE_PAST_AN_UNSHOWN_KIND if past_unshown else ABOUT_AS_SURE):
         return None
     return Lead(kind, "retrieved", words, found.confidence, False)

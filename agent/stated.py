@@ -151,4 +151,34 @@ def read_setup(texts: Sequence[str]) -> Setup:
     return Setup(tuple(Stated(k, v) for k, v in settings.items()), stated_facts(text), stated_features(text))
 
 
-__all__ = ["Setup", "Stated", "binding_facts", "read_setup", "stated_facts", "stated_features"]
+FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+INSTALL_OR_RUN = re.compile(r"^\s*(?:pip3?|python3?\s+-m\s+pip|conda|uv\s+pip|apt(?:-get)?)\s+install\b")
+PINNED = re.compile(r"(?<=[\w\]])(?:==|>=|<=|~=)[\w.*+!-]+")
+MIN_TRIED = 16  # shorter commands ("pip install x") say too little to be the same
+
+
+def _said(command: str) -> str:
+    """A command as it is compared: lower case, one space, a package's ``_`` as ``-``, no version pins."""
+    return " ".join(PINNED.sub("", command).lower().replace("_", "-").split())
+
+
+def first_install(section_text: str) -> str:
+    """The first install command of a section's code blocks, or ""."""
+    for block in FENCE.findall(section_text):
+        for line in block.splitlines():
+            if INSTALL_OR_RUN.match(line):
+                return line.split("#", 1)[0].strip()
+    return ""
+
+
+def already_ran(section_text: str, report: str) -> str:
+    """The section's first install command where the report shows the asker already ran it (``pip install
+    flash_attn==2.7.4.post1 --no-build-isolation`` for ``pip install flash-attn --no-build-isolation``), else "": the
+    section's first fix is what failed, not its answer."""
+    command = first_install(section_text)
+    said = _said(command)
+    return command if len(said) >= MIN_TRIED and said in _said(report[:20000]) else ""
+
+
+__all__ = ["Setup", "Stated", "already_ran", "binding_facts", "first_install", "read_setup", "stated_facts",
+           "stated_features"]

@@ -38,6 +38,23 @@ CJK_WORD_CHARS = 1.7  # a Chinese word is about 1.7 characters
 ZH_SHARE = 0.4
 
 
+# A line that opens with a run of English words and goes on in Chinese ("NVRM: Xid 79 ... GPU has fallen off the bus.
+# 训练中断了") quotes what a program printed, then asks in Chinese: the run is not the asker's prose.
+LEADING_RUN = re.compile(r"^[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{1,400}")
+LEADING_RUN_WORDS = 3
+# What marks the run as a program's words rather than the asker's English ("why does my job hang at 初始化"): a
+# message's punctuation or its vocabulary.
+PRINTED_WORDS = re.compile(r"[:=()\[\]]|(?i:\b(?:error|fail\w*|fallen|killed|exception|warn\w*|timeout|timed out|"
+                           r"denied|refused|not found|no such|unable|cannot)\b)")
+
+
+def _without_leading_paste(line: str) -> str:
+    found = LEADING_RUN.match(line)
+    if found is None or len(PLAIN_WORD.findall(run := found.group(0))) < LEADING_RUN_WORDS or not PRINTED_WORDS.search(run):
+        return line
+    return line[found.end():]
+
+
 def language_of(text: str) -> Lang:
     """``zh`` when Chinese words make up at least 40% of the question's own prose, else ``en``. The prose is the
     lines that hold Chinese where any do (the rest is pasted), else every line that does not read as pasted output."""
@@ -52,7 +69,7 @@ def language_of(text: str) -> Lang:
             continue
         line = CODE_SPAN.sub(" ", line)
         if has_cjk:
-            line = PASTED_AFTER_SAYING.sub(" ", PASTED_EXCEPTION.sub(" ", line))
+            line = _without_leading_paste(PASTED_AFTER_SAYING.sub(" ", PASTED_EXCEPTION.sub(" ", line)))
         cjk += len(CJK.findall(line))
         words += len(PLAIN_WORD.findall(line))
     chinese_words = cjk / CJK_WORD_CHARS

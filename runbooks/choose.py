@@ -18,6 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from common.absent_platforms import without_absent_packages
 from jobs.diagnosis import HANG_WORDS
 from runbooks.catalog import Runbook, runbooks_in
 from runbooks.registry import in_nccl_info, notices
@@ -27,9 +28,6 @@ from runbooks.registry import in_nccl_info, notices
 NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 RUNBOOK_SOURCE = re.compile(r"(?:^|/)runbooks/(?P<lang>[a-z]{2})/(?P<kind>[a-z0-9_]+)\.md$")
 OPTION_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]{0,60}(?:[ =](?!--?[A-Za-z])[^\s\\]{1,200})?")
-# An environment listing's line for a package that is absent ("- DeepSpeed version: not installed", transformers'
-# env report) names no part of the run.
-ABSENT_PACKAGE = re.compile(r"(?im)^[ \t>*-]{0,6}[\w .-]{1,40}?(?:version)?\s?[:=]\s?(?:not installed|none|n/a)\s*$")
 # A path or a file name ("text-generation-webui/models", "generation_config.json") names where a file lies, not a
 # later part of the run: the words that rule a stage out are read without them.
 PATH_OR_FILE = re.compile(r"(?:(?<![\w/])[~.]{0,2}/|\b[A-Za-z]:\\)[^\s'\"`()\[\]]{1,200}|\b[\w.-]{1,80}/[\w.-]{1,80}/[^\s'\"`()\[\]]{0,200}"
@@ -211,12 +209,6 @@ def _stage_words(text: str) -> str:
     return without_absent_packages(text[:4000])
 
 
-def without_absent_packages(text: str) -> str:
-    """``text`` without the lines of an environment listing that name a package as absent ("- DeepSpeed version:
-    not installed"): they say the job does not use it."""
-    return ABSENT_PACKAGE.sub("", text)
-
-
 def _later_words(head: str) -> str:
     """``head`` as the words that say it hangs and that rule a stage out read it: without paths, file names and a
     command line's option values ("--finetuning_type freeze", "--save_steps 100": how the job was launched, not what
@@ -251,8 +243,19 @@ def hang_stage_named(text: str, *, staged: bool = True) -> tuple[Runbook, str, s
         if names_stage != staged or kind not in books or any(u.search(later) for u in unless):
             continue
         if (named := next((m for w in words if (m := w.search(head)) is not None), None)) is not None:
-            return books[kind], named.group(0) if names_stage else hang.group(0), fix
+            return books[kind], _shown(named.group(0)) if names_stage else hang.group(0), fix
     return None
+
+
+SHOWN_WORDS = 80  # the most of a report's words a lead quotes as its reason
+
+
+def _shown(words: str) -> str:
+    """The words that named a stage as a lead quotes them: on one line, the two ends of a long match (a model's name
+    and, lines below, its ZeRO stage)."""
+    flat = " ".join(words.split())
+    half = SHOWN_WORDS // 2
+    return flat if len(flat) <= SHOWN_WORDS else f"{flat[:half].rstrip()} … {flat[-half:].lstrip()}"
 
 
 def kind_of_source(source: str) -> str | None:
@@ -264,5 +267,5 @@ def kind_of_source(source: str) -> str | None:
 
 __all__ = [
     "BROAD_CATEGORIES", "for_category", "for_hang", "for_hang_stage", "for_lines", "hang_stage_named", "in_language",
-    "kind_of_source", "quoted_message", "past_its_stage", "related_kinds", "without_absent_packages",
+    "kind_of_source", "quoted_message", "past_its_stage", "related_kinds",
 ]

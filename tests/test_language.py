@@ -124,3 +124,14 @@ def test_no_match_and_the_job_diagnosis_in_chinese(offline: Troubleshooter) -> N
 ])
 def test_what_follows_the_words_that_introduce_an_error_is_quoted_not_the_askers(text: str, lang: str) -> None:
     assert language_of(text) == lang
+
+
+@pytest.mark.parametrize(("text", "lang"), [
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus. 训练中断了", "zh"),  # pasted, then asked
+    ("CUDA error: an illegal memory access was encountered 怎么办", "zh"),
+    ("Killed: begin load model 之后进程没了", "zh"),
+    ("My job hangs, 请问怎么办? I tried everything and nothing works at all", "en"),  # English prose after it too
+    ("load 模型时卡住", "zh"),
+])
+def test_a_line_that_opens_in_pasted_english_and_goes_on_in_chinese_is_chinese(text: str, lang: str) -> None:
+    assert language_of(text) == lang

@@ -59,6 +59,10 @@ def test_every_plain_alternative_holds_one_of_its_signatures_literals() -> None:
     ("RuntimeError: Address already in use", "port_in_use"),
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [10.0.0.2]:3456: Broken pipe",
      "peer_closed"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered terminate called after throwing an instance "
+     "of 'c10::Error' what(): CUDA error: an illegal memory access was encountered", "cuda_error"),  # joined lines:
+    # the abort names the CUDA error it aborts on, the cause
+    ("terminate called after throwing an instance of 'c10::DistBackendError'", "process_abort"),
 ])
 def test_a_line_with_only_an_alternatives_words_is_read(line: str, category: str) -> None:
     found = meaning(line)

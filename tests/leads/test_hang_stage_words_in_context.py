@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from common.absent_platforms import without_absent_packages
 from jobs.diagnosis import HANG_WORDS
-from runbooks.choose import hang_stage_named, without_absent_packages
+from runbooks.choose import hang_stage_named
 from runbooks.registry import stated_kind
 
 LOADED = ("Loading checkpoint shards: 100%|██████████| 4/4 [00:09<00:00,  2.31s/it]\n"
@@ -94,3 +95,24 @@ def test_the_asker_states_the_kind(text: str, kind: str) -> None:
 def test_words_that_only_look_like_a_stated_kind_state_none(text: str) -> None:
     found = stated_kind(text)
     assert found is None or found[0] not in ("host_oom", "quiet_rank_exit"), found
+
+
+@pytest.mark.parametrize("text", [
+    "Fine-tuning Mixtral-8x7B with DeepSpeed ZeRO-3 hangs at the first forward",
+    "使用 deepspeed zero3 训练 Qwen3-30B-A3B 时进度条卡住不动",
+    "MoE 模型开启 ZeRO3 之后训练在前向计算卡住",
+    "Qwen2-57B-A14B training is stuck\n" + "swift sft --lora_rank 8 \\\n" * 60 + "--deepspeed zero3",  # lines apart
+])
+def test_a_mixture_of_experts_model_under_zero3_calls_for_its_moe_block_as_a_leaf_module(text: str) -> None:
+    found = hang_stage_named(text)
+    assert found is not None and (found[0].kind, found[2]) == ("collective_mismatch", "set_z3_leaf_modules"), found
+    assert len(found[1]) <= 83, found[1]  # the reason quoted is the two ends of a long match, on one line
+
+
+@pytest.mark.parametrize("text", [
+    "Mixtral inference with vLLM is slow",  # no hang
+    "DeepSpeed ZeRO-3 training of Llama-3-8B hangs at the first forward",  # no MoE model
+])
+def test_no_moe_model_or_no_hang_is_not_that_stage(text: str) -> None:
+    found = hang_stage_named(text)
+    assert found is None or found[2] != "set_z3_leaf_modules", found

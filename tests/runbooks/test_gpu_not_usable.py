@@ -44,6 +44,8 @@ LINES = [
     'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
     "RuntimeError: Failed to infer device type, please set the environment variable `VLLM_LOGGING_LEVEL=DEBUG` to "
     "turn on verbose logging to help debug the issue.",
+    "ValueError: torch.cuda.is_available() should be True but is False. xformers' memory efficient attention is only "
+    "available for GPU ",  # diffusers' xformers attention on a process that sees no GPU
 ]
 
 TRACEBACK = [
