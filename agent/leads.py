@@ -132,7 +132,7 @@ def diagnosis(ev: LeadEvidence) -> Lead | Stop | None:
     if job is None or job.root_cause is None:
         return None
     if not _timed_out_or_hung(job):  # only the launcher's reaction shown: no timeout to answer, the cause is above
-        return Stop("diagnosis")
+        return None if ev.pasted else Stop("diagnosis")  # a paste's own words (a message it quotes) may decide, below
     wrapped = _wrapped_on(ev.text, job.root_cause.evidence) if ev.pasted else []
     lines = [*job.root_cause.evidence, *job.search_lines, *wrapped]
     book = for_category(job.root_cause.category, lines, unsignalled_generic(ev.words()))

@@ -34,6 +34,7 @@ LINES = [
     "RuntimeError: Failed to load the model config. If the model is a custom model not yet available in the "
     "HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or using the "
     "`--trust-remote-code` flag in the CLI.",
+    "ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3).",
     "(EngineCore_DP0 pid=2210) ValueError: Gemma3nForConditionalGeneration does not support LoRA yet.",
     "Value error, The quantization method mxfp4 is not supported for the current GPU. Minimum capability: 100. "
     "Current capability: 86. [type=value_error, input_value=ArgsKwargs((), {'model_co...additional_config': {}}), "
