@@ -46,3 +46,12 @@ def test_a_hub_download_that_times_out_is_stated(text: str, kind: str) -> None:
 def test_a_timeout_elsewhere_states_no_hub_access() -> None:
     found = stated_kind("NCCL watchdog timed out after 1800 seconds while loading the model from_pretrained earlier")
     assert found is None or found[0] != "hf_hub_access", found
+
+
+@pytest.mark.parametrize("text", [
+    "ds_z3_config.json stage3_prefetch_bucket_size 应该是一个整数，为什么？",
+    "DeepSpeed says reduce_bucket_size must be an integer, but I set it to 5e8",
+])
+def test_a_deepspeed_key_of_the_wrong_type_is_stated(text: str) -> None:
+    found = stated_kind(text)
+    assert found is not None and found[0] == "deepspeed_config", found
