@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from common.absent_platforms import without_absent_platforms
+from common.textsafe import segments
 from jobs.diagnosis import HANG_WORDS
 
 
@@ -151,7 +152,6 @@ def read_setup(texts: Sequence[str]) -> Setup:
     return Setup(tuple(Stated(k, v) for k, v in settings.items()), stated_facts(text), stated_features(text))
 
 
-FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 INSTALL_OR_RUN = re.compile(r"^\s*(?:pip3?|python3?\s+-m\s+pip|conda|uv\s+pip|apt(?:-get)?)\s+install\b")
 PINNED = re.compile(r"(?<=[\w\]])(?:==|>=|<=|~=)[\w.*+!-]+")
 MIN_TRIED = 16  # shorter commands ("pip install x") say too little to be the same
@@ -164,10 +164,11 @@ def _said(command: str) -> str:
 
 def first_install(section_text: str) -> str:
     """The first install command of a section's code blocks, or ""."""
-    for block in FENCE.findall(section_text):
-        for line in block.splitlines():
-            if INSTALL_OR_RUN.match(line):
-                return line.split("#", 1)[0].strip()
+    for kind, block in segments(section_text):
+        if kind == "fence":
+            for line in block.splitlines()[1:]:
+                if INSTALL_OR_RUN.match(line):
+                    return line.split("#", 1)[0].strip()
     return ""
 
 
