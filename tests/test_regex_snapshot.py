@@ -46,13 +46,13 @@ def test_a_pattern_from_the_snapshot_is_the_pattern_re_compiles(tmp_path: Path) 
     assert snapshot.compiled("never stored", 0) is None
 
 
-def test_the_warm_up_records_what_the_cli_compiles_and_every_entry_is_re_s_own(tmp_path: Path) -> None:
+def test_the_warm_up_records_what_the_cli_compiles_and_every_entry_is_re_s_own(tmp_path: Path, index_copy: Path) -> None:
     """The real warm-up (the CLI's fixed questions against the repo's index, or none): each stored pattern's code is
     what `re` compiles for it in this interpreter."""
     path = tmp_path / "warm.bin"
     run = subprocess.run([sys.executable, "-m", "traindoc_cli.regex_warmup", str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600,
-                         env={**__import__("os").environ, "TRAINDOC_DATA_DIR": str(tmp_path / "data")})
+                         env={**__import__("os").environ, "TRAINDOC_DATA_DIR": str(index_copy)})
     assert run.returncode == 0, run.stderr
     snapshot = read(path)
     assert snapshot is not None and len(snapshot) > 100  # the secret shapes and failure families alone are hundreds

@@ -121,6 +121,7 @@ def test_an_environment_dump_naming_an_extension_s_arch_flags_keeps_the_extensio
     assert lead is not None and lead.kind == "arch_mismatch"  # a GPU named, no extension: the PyTorch build
 
 
+@pytestmark_e2e
 def test_a_section_whose_first_command_traindoc_doubts_gives_way_to_the_exceptions_first_check(cli: Any) -> None:
     # A bare "unhandled system error": the answering section's first command (disable InfiniBand) is flagged by
     # traindoc's own claims as a diagnostic, not a fix; the first fix is the rerun that shows NCCL's own cause.
@@ -133,6 +134,7 @@ def test_a_section_whose_first_command_traindoc_doubts_gives_way_to_the_exceptio
     assert flagged and "NCCL_IB_DISABLE" in answer["answer"], "the section's commands stay, under Fixes, with caveats"
 
 
+@pytestmark_e2e
 def test_a_generic_exception_nothing_answers_gets_its_first_check_as_its_one_fix(cli: Any) -> None:
     answer = ask(cli, "KeyError: 'input_ids'")
     assert answer["no_match"]
@@ -148,6 +150,7 @@ def test_a_generic_exception_nothing_answers_gets_its_first_check_as_its_one_fix
     ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes. Error code 12",
      False),  # 2 GiB: the host's RAM ran out, its usual fixes first
 ])
+@pytestmark_e2e
 def test_a_cpu_allocation_no_machine_has_is_a_size_gone_wrong(cli: Any, line: str, first: bool) -> None:
     answer = ask(cli, line)
     assert _lead(answer) == "host_oom"

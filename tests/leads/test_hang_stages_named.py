@@ -162,6 +162,7 @@ def test_a_deepspeed_job_that_hangs_past_its_start_up_is_no_start_up_hang(text: 
     ("deepspeed multi-node training gets stuck at the first batch, then reports a socket timeout",
      {"collective_timeout", "nccl_network"}),
 ])
+@pytest.mark.usefixtures("use_shared_index")
 def test_no_likeness_leads_a_kind_whose_stage_the_hang_is_past(cli: Any, question: str, kinds: set[str]) -> None:
     # retrieval and the answering section both read like DeepSpeed's start-up hang: the report's own words put it later
     assert lead_kind(ask_json(cli, question)) in kinds
