@@ -280,7 +280,7 @@ def test_a_runbook_nearly_as_sure_leads_past_a_section_whose_kinds_the_report_do
     host = Retrieved(runbooks()[("host_oom", "en")].source, 0.75)
     gpu_oom_section = ("corpus/001_8c5ded5e8229fdf4.txt", "指南: 故障排查 (`TROUBLESHOOTING.md`) > 问题 1: `CUDA out of memory` (显存不足)")
     slow_section = ("corpus/004_f7d4acab9feaf887.txt", "故障排除指南 > 调试技巧 > 性能画像分析 (Performance Profiling)")
-    killed = "training got slower and slower, then the process was Killed while host RAM filled up"
+    killed = "training got slower and slower, then it died with Killed while host RAM filled up"  # (no stated kind)
     assert ABOUT_AS_SURE < 0.85 - 0.75 <= LESS_SURE_PAST_AN_UNSHOWN_KIND
     for section in (gpu_oom_section, slow_section):  # about a kind the report does not show; about no kind
         lead = decide(LeadEvidence(killed, None, [], "en", host, 0.85, section))

@@ -40,6 +40,7 @@ LINES = [
     "KeyError: \"Unexpected input keys in examples: ['question', 'answer'].\"",
     "KeyError: 'text'",
     "Using pad_token, but it is not set yet.",
+    "TypeError: argument 'tokens': 'NoneType' object cannot be interpreted as an integer",
 ]
 
 # The older wording (Transformers 4.4x) shares the first message.
