@@ -6,7 +6,8 @@
 - "CUDA setup failed" is bitsandbytes' own name for its library search (``cuda_setup``): said by the asker beside a
   bitsandbytes frame it states bnb_cuda_setup; without bitsandbytes anywhere it states nothing.
 - "the training process was killed" with no other error: the kernel's OOM killer first (host_oom), unless the asker
-  says what killed it (a signal, a time limit, themselves).
+  says what killed it (a signal, a time limit, themselves); killed while it trains (an epoch, a step), host RAM that
+  grew comes first (the DataLoader's workers, fix 2), not the checkpoint loading of fix 1.
 
 The reports are written for these tests; the registry and runbooks are the real ones, end to end on the shared index.
 """
@@ -58,8 +59,10 @@ def test_what_the_asker_says_states_its_kind_or_nothing(text: str, kind: str | N
      '  File "tiktoken/core.py", line 254, in decode\n' + TIKTOKEN, "chat_template_format", "tokenizer.eod_id"),
     ("微调 Qwen 报错：\n" + TIKTOKEN, "chat_template_format", "tokenizer.eod_id"),
     ("cuda setup failed\n\nTraceback (most recent call last):\n" + BNB_FRAME, "bnb_cuda_setup", "bitsandbytes"),
+    # killed while it trains: host RAM that grew (the DataLoader's workers first); while loading: the checkpoint's copies
     ("The training program was killed during the second epoch on an RTX 4090. I use the default config.", "host_oom",
-     ""),
+     "persistent_workers=True"),
+    ("My process was killed while loading the checkpoint shards of a 70B model on 8 ranks", "host_oom", "mmap=True"),
 ])
 def test_a_pasted_report_leads_with_it(cli: Any, question: str, kind: str, fix_words: str) -> None:
     answer = ask_json(cli, question)
