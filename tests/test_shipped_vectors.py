@@ -10,16 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.settings import Settings
-from corpus import BUILTIN_DIR
 from corpus.embedding_cache import shipped_path, text_key
-from corpus.indexer import document_chunks, embed_text
-from corpus.ship_vectors import SHIPPED_MODELS
+from corpus.ship_vectors import SHIPPED_MODELS, builtin_texts
 
 
 @pytest.mark.parametrize("model", SHIPPED_MODELS)
 def test_every_built_in_chunk_has_a_shipped_vector(model: str) -> None:
-    texts = [embed_text(c) for c in document_chunks([BUILTIN_DIR], Settings.from_env())]
+    texts = builtin_texts()
     assert len(texts) > 500  # the seeds, their renderings and the runbooks
     with np.load(shipped_path(model)) as shipped:
         keys = set(shipped["keys"].tolist())
