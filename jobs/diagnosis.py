@@ -26,7 +26,7 @@ HANG_WORDS = re.compile(r"(?i)(?<![a-z_])(?:hang|hangs|hanging|hung|stuck(?:s|ed
                         r"stops? (?:outputting|printing|logging)|"
                         r"(?:stops|stopped|stalls|stalled) (?:at|on|in) (?:an? |the |some |a certain )?"
                         r"(?:iteration|step|epoch|batch)(?! \d+ with))(?![a-z_])|"
-                        r"卡住|卡死|卡在|挂起|不动|一直在等|一直等待|没有反应|无响应|没有?动静|不再(?:输出|打印)|停止(?:输出|打印)")
+                        r"卡住|卡死|卡停|(?<![张块号])卡在(?![跑用])|挂起|不动|一直在等|一直等待|没有反应|无响应|没有?动静|不再(?:输出|打印)|停止(?:输出|打印)")
 
 # What went wrong first. `rank` is None when no single rank is to blame.
 Category = Literal[
