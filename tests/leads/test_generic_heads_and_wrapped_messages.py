@@ -155,3 +155,11 @@ def test_a_cpu_allocation_no_machine_has_is_a_size_gone_wrong(cli: Any, line: st
     answer = ask(cli, line)
     assert _lead(answer) == "host_oom"
     assert ("free -b" in answer["verdict"]["fix"]) is first, answer["verdict"]
+
+
+def test_nccl_s_unhandled_cuda_error_is_a_generic_head_whose_first_check_shows_the_cuda_call() -> None:
+    from agent.exceptions import recognise
+
+    raised = recognise(["torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda "
+                        "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"])
+    assert raised is not None and raised.name == "nccl_cuda_error" and "NCCL_DEBUG=INFO" in raised.check

@@ -126,3 +126,30 @@ def test_a_report_is_answered_with_the_runbook_end_to_end(cli: Any, question: st
     assert lead_kind(answer) == KIND, answer.get("lead")
     assert fix_words in answer["verdict"]["fix"], answer["verdict"]["fix"]
     assert answer["language"] == "zh"
+
+
+@pytest.mark.parametrize("report", [
+    "I launch with torchrun --nproc_per_node=4 train.py but only one GPU is used, the other 3 GPUs are idle",
+    "用 accelerate launch --multi_gpu --num_processes 4 train.py 启动了，但只有一张卡在跑，其他卡利用率都是0",
+])
+def test_a_launcher_the_asker_already_uses_is_not_the_first_fix(report: str) -> None:
+    from agent.lead import runbook_lead
+    from agent.stated import read_setup
+
+    lead = _lead(report)
+    assert lead is not None and lead.kind == KIND, lead
+    lang = "zh" if "启动" in report else "en"
+    setup = read_setup([report])
+    assert "a process per GPU" in setup.features
+    text = runbook_lead(runbooks()[(KIND, lang)], None, lang, setup, lead)
+    fixes = text.split("torch.cuda.set_device(local_rank)", 1)
+    assert len(fixes) == 2 and "torchrun --nproc-per-node=4 train.py <args>" in fixes[1], "the launch comes last"
+    assert "torchrun --nproc-per-node=4 train.py <args>" not in fixes[0].split("###")[-1]
+
+
+def test_a_plain_python_launch_keeps_the_launcher_first() -> None:
+    from agent.stated import read_setup
+
+    setup = read_setup(["CUDA_VISIBLE_DEVICES=0,1,2,3 python train.py --bf16 and only one GPU is busy"])
+    assert "a process per GPU" not in setup.features
+    assert setup.already_uses("```bash\ntorchrun --nproc-per-node=4 train.py <args>\n```") == ()
