@@ -163,3 +163,11 @@ def test_nccl_s_unhandled_cuda_error_is_a_generic_head_whose_first_check_shows_t
     raised = recognise(["torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda "
                         "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"])
     assert raised is not None and raised.name == "nccl_cuda_error" and "NCCL_DEBUG=INFO" in raised.check
+
+
+def test_python_that_cannot_open_its_script_is_a_missing_file_with_the_path_to_check() -> None:
+    from agent.exceptions import recognise
+
+    raised = recognise(["python: can't open file '/workspace/train.py': [Errno 2] No such file or directory"])
+    assert raised is not None and raised.name == "file_missing" and raised.thing == "/workspace/train.py"
+    assert "ls -l '/workspace/train.py'" in raised.check

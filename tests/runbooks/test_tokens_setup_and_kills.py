@@ -63,6 +63,12 @@ def test_what_the_asker_says_states_its_kind_or_nothing(text: str, kind: str | N
     ("The training program was killed during the second epoch on an RTX 4090. I use the default config.", "host_oom",
      "persistent_workers=True"),
     ("My process was killed while loading the checkpoint shards of a 70B model on 8 ranks", "host_oom", "mmap=True"),
+    ("训练时内存一直涨，最后被 kill 了", "host_oom", "persistent_workers=True"),  # 训练时: while it trains
+    # torchrun's failure summary written on one line: the exit code is read as the job's (SIGKILL, SIGBUS)
+    ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: train.py FAILED, exitcode: -9", "host_oom",
+     "mmap=True"),
+    ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: train.py FAILED, exitcode: -7", "dev_shm",
+     "--shm-size"),
 ])
 def test_a_pasted_report_leads_with_it(cli: Any, question: str, kind: str, fix_words: str) -> None:
     answer = ask_json(cli, question)
