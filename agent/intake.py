@@ -63,9 +63,18 @@ WIDE_LATIN = {code: code - 0xFEE0 for start, end in ((0xFF10, 0xFF19), (0xFF21, 
               for code in range(start, end + 1)}
 
 
+# An input method's homophone for a word the documents and the failures use: 现存 ("now exists", xiàncún) typed for
+# 显存 (GPU memory, xiǎncún) where GPU memory runs short ("报现存不足"); 现存储 (现 + 存储, "now ... storage") is not.
+HOMOPHONES = ((re.compile(r"现存(?!储)(?=(?:一直|还是|还|就|都|也)?(?:不足|不够|溢出|爆|占满|满了|泄[漏露]|OOM|oom))"), "显存"),)
+
+
 def ascii_letters(text: str) -> str:
-    """``text`` with its full-width Latin letters and digits as ASCII."""
-    return text.translate(WIDE_LATIN)
+    """``text`` with its full-width Latin letters and digits as ASCII, and an input method's homophone typo of a
+    failure's own word as that word (HOMOPHONES)."""
+    text = text.translate(WIDE_LATIN)
+    for typo, word in HOMOPHONES:
+        text = typo.sub(word, text)
+    return text
 
 
 @dataclass(frozen=True)

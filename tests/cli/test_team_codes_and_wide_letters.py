@@ -50,6 +50,14 @@ def test_full_width_letters_are_read_as_ascii_and_chinese_punctuation_stays() ->
     assert ascii_letters("ＮＣＣＬ ｔｉｍｅｏｕｔ，怎么办？") == "NCCL timeout，怎么办？"
 
 
+def test_an_input_method_s_homophone_for_gpu_memory_is_read_as_gpu_memory() -> None:
+    # 现存 (xiàncún) typed for 显存 (xiǎncún, GPU memory) where it runs short; 现存储 and 现存的 are other words
+    assert ascii_letters("两块3090 微调 batch 1 fp16 怎么还是报现存不足呢") == "两块3090 微调 batch 1 fp16 怎么还是报显存不足呢"
+    assert ascii_letters("训练时现存一直爆") == "训练时显存一直爆"
+    assert ascii_letters("现存储空间不足") == "现存储空间不足"
+    assert ascii_letters("现存的问题是 loss 不下降") == "现存的问题是 loss 不下降"
+
+
 @pytest.mark.usefixtures("use_shared_index")
 def test_a_full_width_greeting_asks_nothing_a_runbook_answers_and_a_full_width_error_is_answered(cli: Any) -> None:
     for question in ("ｈｉ", "ｏｋ"):

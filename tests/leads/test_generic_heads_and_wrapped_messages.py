@@ -171,3 +171,17 @@ def test_python_that_cannot_open_its_script_is_a_missing_file_with_the_path_to_c
     raised = recognise(["python: can't open file '/workspace/train.py': [Errno 2] No such file or directory"])
     assert raised is not None and raised.name == "file_missing" and raised.thing == "/workspace/train.py"
     assert "ls -l '/workspace/train.py'" in raised.check
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("KeyError: 'qwen2'", "hf_api_change"),  # transformers' own model-type table lacks it: a release too old
+    ("KeyError: 'qwen2_5_vl'", "hf_api_change"),
+    ("KeyError: 'llama'", "hf_api_change"),
+    ("KeyError: 'prompt'", "chat_template_format"),
+    ("KeyError: 'lr_scheduler'", None),  # a key no table names: the exception alone
+])
+def test_a_missing_key_that_is_a_model_type_is_a_transformers_release_too_old(line: str, kind: str | None) -> None:
+    from agent.exceptions import recognise
+
+    raised = recognise([line])
+    assert raised is not None and raised.name == "key_missing" and (raised.named_kind or None) == kind
