@@ -69,9 +69,14 @@ HOMOPHONES = ((re.compile(r"现存(?!储)(?=(?:一直|还是|还|就|都|也)?(?
 
 
 def ascii_letters(text: str) -> str:
-    """``text`` with its full-width Latin letters and digits as ASCII, and an input method's homophone typo of a
-    failure's own word as that word (HOMOPHONES)."""
-    text = text.translate(WIDE_LATIN)
+    """``text`` with its full-width Latin letters and digits as ASCII."""
+    return text.translate(WIDE_LATIN)
+
+
+def as_meant(text: str) -> str:
+    """What an input method typed, as the asker meant it: full-width letters as ASCII (``ascii_letters``), a
+    homophone typo of a failure's own word as that word (HOMOPHONES)."""
+    text = ascii_letters(text)
     for typo, word in HOMOPHONES:
         text = typo.sub(word, text)
     return text
@@ -131,7 +136,7 @@ def prepare(question: Question, typed: str | None = None) -> Question:
     """The reading every question gets once: the conversation's context, a long question taken as its log, a
     pasted cascade as its job, and the language. ``typed``: what the asker wrote themselves (None: the text)."""
     question = in_context(question)
-    if (folded := ascii_letters(question.text)) != question.text:
+    if (folded := as_meant(question.text)) != question.text:
         question = replace(question, text=folded)
     if question.job is None and not question.log_errors and not question.log_head:
         from agent.logs import long_question  # a question past the cap is a pasted log, read as one

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.intake import ascii_letters
+from agent.intake import as_meant, ascii_letters
 from agent.team_codes import codes_in, unnamed_code
 
 
@@ -52,10 +52,10 @@ def test_full_width_letters_are_read_as_ascii_and_chinese_punctuation_stays() ->
 
 def test_an_input_method_s_homophone_for_gpu_memory_is_read_as_gpu_memory() -> None:
     # 现存 (xiàncún) typed for 显存 (xiǎncún, GPU memory) where it runs short; 现存储 and 现存的 are other words
-    assert ascii_letters("两块3090 微调 batch 1 fp16 怎么还是报现存不足呢") == "两块3090 微调 batch 1 fp16 怎么还是报显存不足呢"
-    assert ascii_letters("训练时现存一直爆") == "训练时显存一直爆"
-    assert ascii_letters("现存储空间不足") == "现存储空间不足"
-    assert ascii_letters("现存的问题是 loss 不下降") == "现存的问题是 loss 不下降"
+    assert as_meant("两块3090 微调 batch 1 fp16 怎么还是报现存不足呢") == "两块3090 微调 batch 1 fp16 怎么还是报显存不足呢"
+    assert as_meant("训练时现存一直爆") == "训练时显存一直爆"
+    assert as_meant("现存储空间不足") == "现存储空间不足"
+    assert as_meant("现存的问题是 loss 不下降") == "现存的问题是 loss 不下降"
 
 
 @pytest.mark.usefixtures("use_shared_index")
