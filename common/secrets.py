@@ -19,6 +19,8 @@ measures it.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from common import hostnames
@@ -379,6 +381,45 @@ def find(text: str, *, strict: bool = False) -> list[tuple[str, str]]:
 
 
 def mask(text: str) -> str:
-    """``text`` with every secret replaced by ``***`` (for what is shown or stored, not restored)."""
-    return scan(text, lambda kind, secret: MASK)
+    """``text`` with every secret replaced by ``***`` (for what is shown or stored, not restored). A short text is
+    masked once and remembered (``_Remembered``): an answer's JSON holds a thousand strings, most of them the
+    documents' own, shown again in the next answer."""
+    if len(text) > _REMEMBERED.longest:
+        return scan(text, _masked)
+    return _REMEMBERED.get(text)
+
+
+def _masked(kind: str, secret: str) -> str:
+    return MASK
+
+
+class _Remembered:
+    """The masked form of the short texts masked lately, least recently used first out, within ``budget``
+    characters (texts and their masked forms together): the same text always masks the same way, so this changes
+    no result, only how often the scan runs. Thread-safe (web and Slack answer on threads)."""
+
+    def __init__(self, longest: int, budget: int) -> None:
+        self.longest, self.budget = longest, budget
+        self._kept: OrderedDict[str, str] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> str:
+        with self._lock:
+            known = self._kept.get(text)
+            if known is not None:
+                self._kept.move_to_end(text)
+                return known
+        result = scan(text, _masked)
+        with self._lock:
+            if text not in self._kept:
+                self._kept[text] = result
+                self._size += len(text) + len(result)
+                while self._size > self.budget:
+                    old, shown = self._kept.popitem(last=False)
+                    self._size -= len(old) + len(shown)
+        return result
+
+
+_REMEMBERED = _Remembered(longest=8192, budget=2_000_000)
 

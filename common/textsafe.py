@@ -230,9 +230,12 @@ def _wide(char: str) -> bool:
     return "\u2e80" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af" or "\uff00" <= char <= "\uffef"
 
 
+_WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]")  # the characters _wide says are wide
+
+
 def cells(text: str) -> int:
     """Terminal columns ``text`` takes: CJK and full-width characters two, others one."""
-    return len(text) + sum(1 for char in text if _wide(char))
+    return len(text) if text.isascii() else len(text) + len(_WIDE.findall(text))
 
 
 def clip_words(text: str, limit: int, ellipsis: str = "…") -> str:

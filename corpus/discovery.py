@@ -130,7 +130,10 @@ def _walk(root: Path, max_bytes: int, files: set[Path], found: Found) -> None:
                     stack.append((where, target))
                 continue
             if document:
-                if (resolved := real_path(Path(entry.path))) is None:
+                # ``real`` has its links resolved, so a document that is no link is ``real / name`` as it is; a
+                # link is resolved (and a loop skipped)
+                resolved = real_path(Path(entry.path)) if entry.is_symlink() else Path(entry.path)
+                if resolved is None:
                     found.skipped.append((str(where), LOOP))
                     continue
                 _consider(where, resolved, base, max_bytes, files, found)

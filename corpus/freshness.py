@@ -81,7 +81,7 @@ def corpus_change(settings: Settings) -> CorpusChange:
         return CorpusChange(missing_roots=missing, unknown=True)
     stats, hashes = recorded
     found = discover([r for r in corpus_roots(settings) if r.exists()], _max_bytes(settings))
-    current = {display_source(path): path for path in found.files}
+    current = {display_source(path, resolved=True): path for path in found.files}
     known = set(stats) | set(hashes)
     added = sorted(set(current) - known)
     changed: list[str] = []

@@ -21,13 +21,14 @@ log = logging.getLogger(__name__)
 Stat = list[int]  # [size in bytes, modification time in ns]
 
 
-def display_source(path: Path) -> str:
-    """A document's name in the index: its path in the checkout, else its absolute path."""
-    resolved = path.resolve()
+def display_source(path: Path, *, resolved: bool = False) -> str:
+    """A document's name in the index: its path in the checkout, else its absolute path. ``resolved``: ``path``
+    has its links resolved already (what ``corpus.discovery`` found), so it is not resolved again."""
+    resolved_path = path if resolved else path.resolve()
     try:
-        return str(resolved.relative_to(REPO_ROOT))
+        return str(resolved_path.relative_to(REPO_ROOT))
     except ValueError:
-        return str(resolved)
+        return str(resolved_path)
 
 
 def shared_source(source: str) -> str:

@@ -141,3 +141,14 @@ def test_the_agent_search_tool_hands_out_only_indexed_text(index_copy: Path, run
         output = toolbox.search_docs(query)
         assert "confined-test-marker" not in output
     assert "NCCL_P2P_DISABLE" in toolbox.search_docs("NCCL ring hangs P2P disable")
+
+
+def test_a_folder_named_through_a_link_lists_its_documents_by_their_real_paths(tmp_path):
+    real = tmp_path / "real" / "docs"
+    (real / "sub").mkdir(parents=True)
+    (real / "a.md").write_text("# A\n", encoding="utf-8")
+    (real / "sub" / "b.md").write_text("# B\n", encoding="utf-8")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    found = discover([tmp_path / "link" / "docs"], 2**20)
+    assert found.files == sorted([(real / "a.md").resolve(), (real / "sub" / "b.md").resolve()])
+    assert set(found.stats) == set(found.files)
