@@ -31,6 +31,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from common.hang_words import expand
 from common.language import Lang
 from common.textsafe import escape_markdown
 
@@ -55,7 +56,7 @@ class Patterns:
 
 
 def _any(patterns: Sequence[str], flags: int = re.IGNORECASE) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+    return re.compile("|".join(f"(?:{expand(p)})" for p in patterns), flags)
 
 
 @cache

@@ -17,6 +17,7 @@ from importlib import resources
 import numpy as np
 
 from common.absent_platforms import without_absent_platforms
+from common.hang_words import HANG_PATTERN, expand
 
 MATCHING = "ascii-boundaries"  # how the patterns are compiled: part of the catalogue's version (snapshots cache covers)
 
@@ -38,7 +39,8 @@ def catalogue() -> tuple[Family, ...]:
     data = json.loads(_raw())
     families = tuple(
         # ASCII word boundaries: an English word glued to Chinese ("单卡OOM", "显存OOM了") still stands alone.
-        Family(f["name"], f["kind"], re.compile(f["detect"], re.M | re.ASCII), re.compile(f["cover"], re.M | re.ASCII))
+        Family(f["name"], f["kind"], re.compile(expand(f["detect"]), re.M | re.ASCII),
+               re.compile(expand(f["cover"]), re.M | re.ASCII))
         for f in data["families"]
     )
     names = [f.name for f in families]
@@ -49,7 +51,7 @@ def catalogue() -> tuple[Family, ...]:
 
 @cache
 def catalogue_version() -> str:
-    return hashlib.sha256((_raw() + MATCHING).encode()).hexdigest()[:12]
+    return hashlib.sha256((_raw() + MATCHING + HANG_PATTERN).encode()).hexdigest()[:12]
 
 
 def detect(text: str) -> list[Family]:

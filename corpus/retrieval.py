@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from common.hang_words import expand
 from corpus.answerability import AnswerabilityModel, Evidence, evidence, model_for
 from corpus.embedding import embed_queries
 from corpus.errorlines import error_lines, looks_like_log
@@ -103,7 +104,7 @@ class RetrievalResult:
 @cache
 def _glossary() -> list[tuple[re.Pattern[str], str]]:
     data = json.loads(resources.files("corpus").joinpath("data/glossary.json").read_text(encoding="utf-8"))
-    return [(re.compile(e["pattern"], re.IGNORECASE | re.ASCII), e["terms"]) for e in data["expansions"]]
+    return [(re.compile(expand(e["pattern"]), re.IGNORECASE | re.ASCII), e["terms"]) for e in data["expansions"]]
 
 
 def expansions(text: str) -> list[str]:

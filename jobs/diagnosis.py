@@ -7,26 +7,16 @@ Both the log triage (``jobs.triage``) and the live hang snapshot (``jobs.hang``)
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from common.hang_words import HANG_WORDS as _HANG_WORDS
 from common.language import Lang, say
 
-# A question (or a log's last line) that says the job hangs.
-# Letters, not \b, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too; an identifier
-# (freeze_vit, hang_timeout) is none.
-HANG_WORDS = re.compile(r"(?i)(?<![a-z_])(?:hang|hangs|hanging|hung|stuck(?:s|ed)?|freez(?:e|es|ing)|froze|frozen|"
-                        r"no progress|not progressing|"
-                        r"deadlock(?:s|ed)?|(?:sits?|sitting|waits?|waiting|blocks?|blocked|stays?|staying) (?:there |idle )?forever|"
-                        r"never (?:returns|finishes|completes|proceeds)|"
-                        r"stops? (?:outputting|printing|logging)|"
-                        r"(?:stops|stopped|stalls|stalled) (?:at|on|in) (?:an? |the |some |a certain )?"
-                        r"(?:iteration|step|epoch|batch)(?! \d+ with))(?![a-z_])|"
-                        r"卡住|卡死|卡停|(?<![张块号])卡在(?![跑用])|挂起|不动|一直在等|一直等待|没有反应|无响应|没有?动静|不再(?:输出|打印)|停止(?:输出|打印)")
+HANG_WORDS = _HANG_WORDS  # a question (or a log's last line) that says the job hangs (common.hang_words)
 
 # What went wrong first. `rank` is None when no single rank is to blame.
 Category = Literal[
