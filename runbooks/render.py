@@ -47,10 +47,29 @@ def _as_quoted(messages: Sequence[str]) -> list[str]:
 
 
 def written_for(item: Item, messages: Sequence[str]) -> list[str]:
-    """The runbook messages a fix is written for: the inline code spans of its text that quote one of them."""
+    """The runbook messages a fix is written for: the inline code spans of its text that quote one of them, whole
+    or cut short where its variable part is elided (`Got completion ... error 12` for "Got completion from peer")."""
     quoted = _as_quoted(messages)
     return [span for span in INLINE_CODE.findall(item.text)
-            if len(span) >= 8 and any(message in span for message in quoted)]
+            if len(span) >= 8 and any(message in span or _cut_short(span, message) for message in quoted)]
+
+
+def _cut_short(span: str, message: str) -> bool:
+    """``span`` quotes ``message`` with its end elided: its first part (8 characters at least) opens the message."""
+    pieces = ELIDED.split(span)
+    return len(pieces) > 1 and len(head := pieces[0].strip()) >= 8 and message.startswith(head)
+
+
+def _in_order(span: str, line: str) -> bool:
+    """Every part of an elided quote is in ``line``, in the quote's order."""
+    at = 0
+    for piece in (p.strip() for p in ELIDED.split(span)):
+        if piece:
+            found = line.find(piece, at)
+            if found < 0:
+                return False
+            at = found + len(piece)
+    return True
 
 
 def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: Sequence[str]) -> list[Item]:
@@ -61,7 +80,8 @@ def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: S
 
     def shown(item: Item) -> bool:  # the fix's quote is in the log; a quote that elides its variable part ("...",
         # "<n>"), by the runbook message inside it
-        return any(span in line or (ELIDED.search(span) and any(m in span and m in line for m in quoted))
+        return any(span in line or (ELIDED.search(span) and (any(m in span and m in line for m in quoted)
+                                                              or _in_order(span, line)))
                    for span in written_for(item, messages) for line in evidence)
 
     first = [item for item in fixes if shown(item)]

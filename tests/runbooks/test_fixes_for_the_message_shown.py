@@ -88,3 +88,18 @@ def test_the_upgrade_fix_leads_an_architecture_or_tokenizer_class_this_release_l
     assert "upgrade transformers" in _first("hf_api_change", arch)
     renamed = "TypeError: TrainingArguments.__init__() got an unexpected keyword argument 'evaluation_strategy'"
     assert "Rename" in _first("hf_api_change", renamed)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_fix_quoting_a_message_cut_short_leads_where_the_log_shows_that_message(lang: str) -> None:
+    """nccl_network's GID-index fix quotes `Got completion ... error 12` (the message "Got completion from peer" with its
+    variable part elided): an InfiniBand completion error 12 gets it first; a socket connect error does not."""
+    book = runbooks()[("nccl_network", lang)]
+    ib = "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<51234> with error 12, opcode 0, len 0, vendor err 129"
+    first = for_this_message(book.items["fixes"], book.messages, [ib])[0]
+    assert "NCCL_IB_GID_INDEX" in "\n".join(first.code)
+    socket = "NCCL WARN Net : Connect to 10.0.0.2<43211> failed : Connection refused"
+    shown = for_this_message(book.items["fixes"], book.messages, [socket])
+    assert not any("NCCL_IB_GID_INDEX" in "\n".join(item.code) for item in shown)
+    other_error = "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<51234> with error 5, opcode 0"
+    assert "NCCL_IB_GID_INDEX" not in "\n".join(for_this_message(book.items["fixes"], book.messages, [other_error])[0].code)
