@@ -16,7 +16,8 @@ from corpus.retrieval import _glossary
 ROOT = Path(__file__).resolve().parent.parent
 HANGS = ["training hangs at step 3", "the job is stuck", "it Hangs after the first epoch", "NCCL froze", "hang住了",
          "训练卡住了", "卡好久不动", "一直卡在 all_reduce", "进程卡死", "no progress for an hour", "it deadlocked"]
-NOT_HANGS = ["只有一张卡在跑", "freeze_vit: true", "hang_timeout=30", "CUDA out of memory", "loss is NaN"]
+NOT_HANGS = ["只有一张卡在跑", "freeze_vit: true", "hang_timeout=30", "CUDA out of memory", "loss is NaN",
+             'File "<frozen importlib._bootstrap>", line 1014, in _gcd_import']
 
 
 def _family_detect():
