@@ -7,7 +7,8 @@ they mean them, and their readers put the pattern in with ``expand``, case-insen
 compiles with.
 
 Letters, not ``\\b``, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too; an identifier
-(freeze_vit, hang_timeout) is none, nor is a traceback's ``<frozen importlib._bootstrap>`` frame. 卡 before 在 is no hang when it names a card (一张卡在跑: one GPU runs).
+(freeze_vit, hang_timeout) is none, nor is a traceback's ``<frozen importlib._bootstrap>`` frame. 卡 before 在 is no
+hang when it names a card (一张卡在跑: one GPU runs).
 """
 
 from __future__ import annotations
