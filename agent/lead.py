@@ -136,9 +136,10 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     the fixes the asker has already tried, or that contradict the setup the asker states, last (``setup``)."""
     tried = None if setup is None else partial(_tried, setup=setup, lang=lang)
     why = say(f"lead_why_{lead.rule}", lang, because=_short(lead.because)) if lead is not None and lead.because else ""
+    set_wrong = settings_not_read(pasted, lang)
     if job is None or job.root_cause is None:
         return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted,  # a fix for the message pasted first
-                                first=lead.fix if lead is not None else "")
+                                first=lead.fix if lead is not None else "", notes=set_wrong)
     root, rules = job.root_cause, worsening(job)
     if root.rank is not None:  # the logs name the rank: its fix first, the command that finds a rank after it
         tried = partial(_rank_named, rank=root.rank, lang=lang, then=tried)
@@ -154,9 +155,29 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     naming = [line for line in root.evidence if any(message in line for message in book.messages)] or root.evidence
     return runbook_markdown(book, 1, lang, job_facts=job_facts(root.rank, root.host, root.where, naming, lang,
                                                                       [*root.evidence, *job.search_lines]),
-                            keep_fix=lambda item: harm(item) is None, notes=[say(note, lang) for note in notes],
+                            keep_fix=lambda item: harm(item) is None, notes=[*set_wrong, *(say(note, lang) for note in notes)],
                             evidence=[*root.evidence, *job.search_lines], tried=tried, why=why,
                             first=lead.fix if lead is not None else "")
+
+
+def settings_not_read(lines: Sequence[str], lang: Lang) -> list[str]:
+    """A note for each environment variable the report sets that upstream does not read, does not define, or renamed
+    (advice.names, upstream_names.json): "You set `NCCL_TIMEOUT`: nothing reads it ..." above the fixes."""
+    from advice.names import env_findings
+
+    notes: dict[str, str] = {}
+    for line in lines[:400]:
+        for found in env_findings(line):
+            if not found.flagged or found.name in notes or f"{found.name}=" not in line.replace(" =", "="):
+                continue  # read, or only named (not set) on this line
+            if found.status == "deprecated" and not found.replacement:
+                continue
+            note = (found.note_zh if lang == "zh" and found.note_zh else found.note) or ""
+            if found.status == "not_read" and not note:
+                continue
+            notes[found.name] = say(f"stated_env_{found.status}", lang, name=found.name, note=note, project=found.project,
+                                    version=found.version, replacement=found.replacement or "")
+    return list(notes.values())
 
 
 def _short(line: str, most: int = 160) -> str:
