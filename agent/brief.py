@@ -75,7 +75,10 @@ PARTS: tuple[Part, ...] = (
     Part("confirm_heading", heading=False, paragraphs=1, sentences=1),  # `traindoc check nccl` now and after the fix
 )
 DEFAULT = Part("", sentences=1, paragraphs=1)
-KEPT_QUOTES = ("weak_match",)  # the quoted notes a brief answer keeps: that a match is weak is no detail
+# the quoted notes a brief answer keeps: that a match is weak is no detail, nor is what the asker already does or sets
+# (a fix they already applied comes last; a variable they set that nothing reads)
+KEPT_QUOTES = ("weak_match", "stated_already", "stated_already_uses", "stated_contradicts", "stated_env_not_read",
+               "stated_env_unknown", "stated_env_deprecated")
 # ... and advice.review's notes under a command the brief shows ("> ⚠ traindoc: `NAME` is unknown upstream"): a
 # flagged command is never shown bare, in the verdict's First fix or in the Fixes
 JOB_PARTS = ("lead_log", "lead_hang", "lead_other")  # the parts that tell the job's own story (jobs.render)
@@ -223,7 +226,8 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
             keep_code = part.code and paragraphs <= part.paragraphs
             if paragraphs <= part.paragraphs:
                 shown = [_sentences(block.lines, part.sentences)]
-        elif block.kind == "quote" and any(_heading_pattern(key).match(block.lines[0]) for key in KEPT_QUOTES):
+        elif block.kind == "quote" and any(_heading_pattern(key).match(block.lines[0].strip().removeprefix("> "))
+                                           or _heading_pattern(key).match(block.lines[0]) for key in KEPT_QUOTES):
             shown = list(block.lines)
         elif block.kind == "code" and keep_code:  # other quotes (a document's notes) and code stay behind --full
             shown = _quoted(block.lines, part.quote_lines) if part.quote_lines else _long_code(block.lines, lang)

@@ -38,3 +38,15 @@ def test_the_answer_says_it_above_the_fixes(cli: Any):
     text = answer["answer"]
     assert "> You set **NCCL_TIMEOUT**:" in text
     assert text.index("> You set **NCCL_TIMEOUT**") > text.index("### Fixes")
+
+
+@pytest.mark.usefixtures("use_shared_index")
+def test_the_brief_answer_keeps_what_the_asker_set_or_already_runs_with(cli: Any):
+    done = cli("ask", "--no-probes", "我已经设置了 NCCL_TIMEOUT=3600，还是报 Watchdog caught collective operation timeout")
+    assert done.returncode == 0, done.stderr[-600:]
+    assert "你设置了 NCCL_TIMEOUT" in done.stdout and len(done.stdout.splitlines()) <= 40
+    kv = ("vllm serve with --gpu-memory-utilization 0.95 still fails: ValueError: No available memory for the cache "
+          "blocks. Try increasing gpu_memory_utilization when initializing the engine.")
+    done = cli("ask", "--no-probes", kv)
+    assert done.returncode == 0, done.stderr[-600:]
+    assert "You already run with `gpu_memory_utilization` = `0.95`" in done.stdout
