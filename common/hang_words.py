@@ -4,7 +4,7 @@
 words (the failure families of ``corpus/data/error_families.json``, the retrieval glossary of
 ``corpus/data/glossary.json``, the conversation subjects of ``agent/data/conversation.json``) write ``TOKEN`` where
 they mean them, and their readers put the pattern in with ``expand``, case-insensitive whatever flags the reader
-compiles with.
+compiles with. The failure family of a hang reads the narrower ``NAMED_TOKEN``.
 
 Letters, not ``\\b``, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too; an identifier
 (freeze_vit, hang_timeout) is none, nor is a traceback's ``<frozen importlib._bootstrap>`` frame. 卡 before 在 is no
@@ -29,7 +29,18 @@ HANG_PATTERN = (r"(?<![a-z_<])(?:hang|hangs|hanging|hung|stuck(?:s|ed)?|freez(?:
 
 HANG_WORDS = re.compile(HANG_PATTERN, re.IGNORECASE)
 
+# The words that name a hang outright (hangs, stuck, 卡住), not the phrases that describe one ("stops at step 3",
+# "never returns"): the failure family whose sections rank first for a hang reads these, so that a team document's
+# own words for a stall ("Rank 549 stops at step") still lead over the generic hang sections. Every one is a hang
+# word too.
+NAMED_TOKEN = "{hang_words_named}"
+NAMED_PATTERN = (r"\b(?:stuck|hangs?|hanging|hung|freez\w*|deadlock\w*)\b|卡住|卡死|卡停|(?<![张块号])卡在(?![跑用])|卡好久|"
+                 r"不动了|没有反应")
+
 
 def expand(pattern: str) -> str:
-    """A data table's pattern with ``TOKEN`` replaced by the hang words (case-insensitive, as a group)."""
-    return pattern.replace(TOKEN, f"(?i:{HANG_PATTERN})") if TOKEN in pattern else pattern
+    """A data table's pattern with ``TOKEN`` replaced by the hang words (case-insensitive, as a group) and
+    ``NAMED_TOKEN`` by the words that name a hang (as written)."""
+    if TOKEN in pattern:
+        pattern = pattern.replace(TOKEN, f"(?i:{HANG_PATTERN})")
+    return pattern.replace(NAMED_TOKEN, f"(?:{NAMED_PATTERN})") if NAMED_TOKEN in pattern else pattern

@@ -17,7 +17,7 @@ from importlib import resources
 import numpy as np
 
 from common.absent_platforms import without_absent_platforms
-from common.hang_words import HANG_PATTERN, expand
+from common.hang_words import HANG_PATTERN, NAMED_PATTERN, expand
 
 MATCHING = "ascii-boundaries"  # how the patterns are compiled: part of the catalogue's version (snapshots cache covers)
 
@@ -51,7 +51,7 @@ def catalogue() -> tuple[Family, ...]:
 
 @cache
 def catalogue_version() -> str:
-    return hashlib.sha256((_raw() + MATCHING + HANG_PATTERN).encode()).hexdigest()[:12]
+    return hashlib.sha256((_raw() + MATCHING + HANG_PATTERN + NAMED_PATTERN).encode()).hexdigest()[:12]
 
 
 def detect(text: str) -> list[Family]:
