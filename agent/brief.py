@@ -226,8 +226,7 @@ def _kept(part: Part, blocks: Sequence[Block], command_above: str | None, lang: 
             keep_code = part.code and paragraphs <= part.paragraphs
             if paragraphs <= part.paragraphs:
                 shown = [_sentences(block.lines, part.sentences)]
-        elif block.kind == "quote" and any(_heading_pattern(key).match(block.lines[0].strip().removeprefix("> "))
-                                           or _heading_pattern(key).match(block.lines[0]) for key in KEPT_QUOTES):
+        elif block.kind == "quote" and _kept_quote().match(block.lines[0].strip()):
             shown = list(block.lines)
         elif block.kind == "code" and keep_code:  # other quotes (a document's notes) and code stay behind --full
             shown = _quoted(block.lines, part.quote_lines) if part.quote_lines else _long_code(block.lines, lang)
@@ -383,6 +382,12 @@ def _part(heading: str, parts: dict[str, Part], lang: Lang) -> Part:
         if _heading_pattern(part.key).fullmatch(title):
             return parts[part.key]
     return DEFAULT
+
+
+@cache
+def _kept_quote() -> re.Pattern[str]:
+    """The first line of a quoted note the brief keeps (``KEPT_QUOTES``), with or without its "> "."""
+    return re.compile("(?:> )?(?:" + "|".join(f"(?:{_heading_pattern(key).pattern})" for key in KEPT_QUOTES) + ")")
 
 
 @cache

@@ -1,10 +1,11 @@
 """The words that say a job hangs, in one place.
 
 ``HANG_WORDS`` reads a question or a log's last line (jobs, agent, runbooks). The data tables that need the same
-words (the failure families of ``corpus/data/error_families.json``, the retrieval glossary of
-``corpus/data/glossary.json``, the conversation subjects of ``agent/data/conversation.json``) write ``TOKEN`` where
-they mean them, and their readers put the pattern in with ``expand``, case-insensitive whatever flags the reader
-compiles with. The failure family of a hang reads the narrower ``NAMED_TOKEN``.
+words (the retrieval glossary of ``corpus/data/glossary.json``, the conversation subjects of
+``agent/data/conversation.json``) write ``TOKEN`` where they mean them, and their readers put the pattern in with
+``expand``, case-insensitive whatever flags the reader compiles with. The failure family of a hang
+(``corpus/data/error_families.json``) writes the narrower ``NAMED_TOKEN``: the words that name a hang, not the
+phrases that describe one.
 
 Letters, not ``\\b``, bound the English words: "hang住" (a Chinese asker's English verb) is a hang too; an identifier
 (freeze_vit, hang_timeout) is none, nor is a traceback's ``<frozen importlib._bootstrap>`` frame. 卡 before 在 is no

@@ -225,12 +225,12 @@ def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char)[0] in "PS"
 
 
+_WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]")  # CJK ideographs, kana, hangul, full-width forms
+
+
 def _wide(char: str) -> bool:
-    """A character that is a word of its own for line breaking (CJK ideographs, kana, hangul, full-width forms)."""
-    return "\u2e80" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af" or "\uff00" <= char <= "\uffef"
-
-
-_WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]")  # the characters _wide says are wide
+    """A character that is a word of its own for line breaking (the characters ``_WIDE`` matches)."""
+    return _WIDE.match(char) is not None
 
 
 def cells(text: str) -> int:
