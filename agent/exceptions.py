@@ -64,12 +64,25 @@ def _rows() -> tuple[tuple[str, re.Pattern[str], str], ...]:
 
 @cache
 def _named_kinds() -> tuple[tuple[str, str, re.Pattern[str], str, bool, str], ...]:
-    """(exception row, the group it reads: the thing, the module, the function of the frame that raised it, or the
-    context (the whole report: what the job was doing when it raised), its pattern, the kind, whether the report
-    must show that kind's signal too, the fix it calls for), in order."""
-    return tuple((row["exception"], group, re.compile(row[group]), row["kind"], bool(row.get("with_signal")),
-                  str(row.get("fix", "")))
-                 for row in _data()["named_kinds"] for group in ("thing", "module", "function", "context") if group in row)
+    """(exception row, the group it reads: the thing, the module, the function of the frame that raised it, the
+    context (the whole report: what the job was doing when it raised) or renamed (advice.renamed), its pattern, the
+    kind, whether the report must show that kind's signal too, the fix it calls for), in order."""
+    return tuple((row["exception"], group, re.compile(row[group] if group != "renamed" else ""), row["kind"],
+                  bool(row.get("with_signal")), str(row.get("fix", "")))
+                 for row in _data()["named_kinds"]
+                 for group in ("thing", "module", "function", "context", "renamed") if group in row)
+
+
+def _read(group: str, pattern: re.Pattern[str], groups: dict[str, str], text: str) -> bool:
+    """The row's group shows what it names: its pattern over the thing, the module, the function or the report; for
+    ``renamed``, the thing is an argument its library renamed or removed, refused by the class or function that took
+    it (advice.renamed)."""
+    if group == "renamed":
+        from advice.renamed import look_up
+
+        owner = groups.get("module") or ("" if groups.get("call") in (None, "", "__init__") else groups.get("call", ""))
+        return look_up(groups.get("thing") or "", owner) is not None
+    return pattern.search(text[:20000] if group == "context" else groups.get(group) or "") is not None
 
 
 def _named_kind(name: str, groups: dict[str, str], text: str) -> tuple[str, str]:
@@ -77,7 +90,7 @@ def _named_kind(name: str, groups: dict[str, str], text: str) -> tuple[str, str]
     shows that kind's signal: ``No module named 'torch'`` while pip builds flash-attn is the build's isolation,
     elsewhere an install."""
     return next(((kind, fix) for exception, group, pattern, kind, with_signal, fix in _named_kinds()
-                 if exception == name and pattern.search(text[:20000] if group == "context" else groups.get(group) or "")
+                 if exception == name and _read(group, pattern, groups, text)
                  and (not with_signal or signalled(kind, text) is not None)), ("", ""))
 
 
@@ -101,7 +114,7 @@ def recognise(lines: Sequence[str]) -> Raised | None:
             at = max(i for i in range(index, len(lines)) if lines[i].strip() == line.strip())
             frames = [m for earlier in lines[max(0, at - 60):at] for m in FRAME.finditer(earlier)]
             place = f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""
-            named, fix = _named_kind(name, {"thing": thing, "module": module,
+            named, fix = _named_kind(name, {"thing": thing, "module": module, "call": groups.get("call") or "",
                                             "function": (frames[-1]["function"] or "") if frames else ""},
                                      "\n".join(lines))
             # what the named thing tells comes first: a compiled extension's module is no project's own package

@@ -137,9 +137,10 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
     tried = None if setup is None else partial(_tried, setup=setup, lang=lang)
     why = say(f"lead_why_{lead.rule}", lang, because=_short(lead.because)) if lead is not None and lead.because else ""
     set_wrong = settings_not_read(pasted, lang)
+    renamed = arguments_refused(pasted, lang)  # the fix the error names exactly, before the runbook's own
     if job is None or job.root_cause is None:
         return runbook_markdown(book, 1, lang, tried=tried, why=why, evidence=pasted,  # a fix for the message pasted first
-                                first=lead.fix if lead is not None else "", notes=set_wrong)
+                                first=lead.fix if lead is not None else "", notes=set_wrong, named=renamed)
     root, rules = job.root_cause, worsening(job)
     if root.rank is not None:  # the logs name the rank: its fix first, the command that finds a rank after it
         tried = partial(_rank_named, rank=root.rank, lang=lang, then=tried)
@@ -157,7 +158,7 @@ def runbook_lead(book: Runbook, job: JobDiagnosis | None, lang: Lang, setup: Set
                                                                       [*root.evidence, *job.search_lines]),
                             keep_fix=lambda item: harm(item) is None, notes=[*set_wrong, *(say(note, lang) for note in notes)],
                             evidence=[*root.evidence, *job.search_lines], tried=tried, why=why,
-                            first=lead.fix if lead is not None else "")
+                            first=lead.fix if lead is not None else "", named=renamed)
 
 
 def settings_not_read(lines: Sequence[str], lang: Lang) -> list[str]:
@@ -178,6 +179,28 @@ def settings_not_read(lines: Sequence[str], lang: Lang) -> list[str]:
             notes[found.name] = say(f"stated_env_{found.status}", lang, name=found.name, note=note, project=found.project,
                                     version=found.version, replacement=found.replacement or "")
     return list(notes.values())
+
+
+def arguments_refused(lines: Sequence[str], lang: Lang) -> list[Item]:
+    """A fix for each argument the pasted error shows refused that its library renamed or removed (advice.renamed,
+    renamed_arguments.json), before the runbook's own: "Pass `attn_implementation` instead of
+    `use_flash_attention_2`: transformers 5.0 no longer takes it", with the search for where the script passes it."""
+    from advice.renamed import refused
+
+    fixes = []
+    for row, flag in refused(lines):
+        instead = row.instead_zh if lang == "zh" and row.instead_zh else row.instead
+        since = say("renamed_fix_since", lang, since=row.since) if row.since else ""
+        key = "renamed_fix_instead" if instead or not row.new else "renamed_fix"
+        text = say(key, lang, old=row.old, new=row.new, project=row.project, gone_in=row.gone_in, since=since,
+                   instead=instead, source=row.source)
+        was = say("renamed_fix_was", lang, old=f"--{row.old}" if flag else row.old)
+        write = [] if not row.new else [f"--{row.new} ...   # {was}" if flag else f"{row.use or row.new + '=...'}   # {was}"]
+        search = (f"grep -rnw '{row.old}' --include=*.py --include=*.yaml --include=*.json --include=*.sh .   "
+                  f"# {say('renamed_fix_check', lang)}")
+        code = "\n".join(["```bash", search, *(["# then, in its place:", *write] if write else []), "```"])
+        fixes.append(Item(text, (code,), (row.source,)))
+    return fixes
 
 
 def _short(line: str, most: int = 160) -> str:

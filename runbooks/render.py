@@ -92,13 +92,15 @@ def for_this_message(fixes: Sequence[Item], messages: Sequence[str], evidence: S
 
 def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[str] = (),
                      keep_fix: FixFilter | None = None, notes: Sequence[str] = (), evidence: Sequence[str] = (),
-                     tried: Callable[[Item], str | None] | None = None, why: str = "", first: str = "") -> str:
+                     tried: Callable[[Item], str | None] | None = None, why: str = "", first: str = "",
+                     named: Sequence[Item] = ()) -> str:
     """The runbook's part of an answer, cited as ``[n]``. ``keep_fix``: which fixes apply to this job (a fix
     that would make the diagnosed cause worse leaves, with ``notes`` saying why); ``evidence``: the job's lines
     that show the cause (a fix written for the message they show comes first); ``tried``: a fix the asker has
     already applied, or one that contradicts what the asker states, gives the note that says so, and comes last;
     ``why``: the sentence that says why this runbook leads (agent.leads); ``first``: a fragment of the fix the
-    evidence calls for (a hang stage's fix, runbooks/data/hang_stages.json), which comes first."""
+    evidence calls for (a hang stage's fix, runbooks/data/hang_stages.json), which comes first; ``named``: fixes a
+    sourced table gives for exactly what the evidence names (a renamed argument, advice.renamed), before all."""
     parts = [f"### {say('likely_cause', lang, title=book.title, n=n)}", ""] + ([f"_{why}_", ""] if why else [])
     meaning = book.parts.get("means", "").strip()
     if meaning:
@@ -114,6 +116,7 @@ def runbook_markdown(book: Runbook, n: int, lang: Lang, *, job_facts: Sequence[s
     if first:
         called = [item for item in fixes if first in "\n".join([item.text, *item.code])]
         fixes = called + [item for item in fixes if item not in called]
+    fixes = [*named, *fixes]
     if tried is not None:
         said = {id(item): note for item in fixes if (note := tried(item)) is not None}
         fixes = [item for item in fixes if id(item) not in said] + [item for item in fixes if id(item) in said]
