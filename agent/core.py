@@ -394,11 +394,11 @@ class Troubleshooter:
                        started: float) -> tuple[JobDiagnosis | None, tuple[Any, ...]]:
         """(the job, the jobs to pick from): the live snapshot leads when the logs could not name a cause, otherwise
         the log triage; where several jobs run here and none was picked, the answer lists them (jobs.procs)."""
-        from jobs.procs import SeveralJobs
-
         live: JobDiagnosis | None = None
         several: tuple[Any, ...] = ()
         if snapshot is not None:
+            from jobs.procs import SeveralJobs
+
             try:
                 live = snapshot.result()
             except SeveralJobs as exc:  # a shared machine: which job is the asker's is theirs to say

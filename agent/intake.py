@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from common.errors import TraindocError, UsageError
 from common.language import Lang, language_of, say
+from corpus.errorlines import QUESTION_CAP
 
 if TYPE_CHECKING:
     from agent.logs import LogReading
@@ -138,7 +139,7 @@ def prepare(question: Question, typed: str | None = None) -> Question:
     question = in_context(question)
     if (folded := as_meant(question.text)) != question.text:
         question = replace(question, text=folded)
-    if question.job is None and not question.log_errors and not question.log_head:
+    if question.job is None and not question.log_errors and not question.log_head and len(question.text) > QUESTION_CAP:
         from agent.logs import long_question  # a question past the cap is a pasted log, read as one
 
         if (pasted := long_question(question.text)) is not None:

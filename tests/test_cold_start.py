@@ -1,7 +1,8 @@
 """A cold `ask` loads what a question needs and no more: no torch, sentence-transformers, chromadb, gradio or YAML
-parser for `ask --help` or a one-line question; the knowledge snapshot is one memory-mapped file that reads back
-exactly what was written (and searches exactly as the built one), is rebuilt from the store when stale, damaged or
-of another format, and carries the runbooks' front matter so that no runbook is parsed at start."""
+parser for `ask --help` or a one-line question, and no log reader for a question that holds no log; the knowledge
+snapshot is one memory-mapped file that reads back exactly what was written (and searches exactly as the built
+one), is rebuilt from the store when stale, damaged or of another format, and carries the runbooks' front matter so
+that no runbook is parsed at start."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def test_a_one_line_question_loads_nothing_heavy(index_copy: Path) -> None:
     answer = json.loads(done.stdout)
     assert answer["citations"] and not answer["no_match"]
     assert _heavy(modules) == [], "a cold question loaded " + ", ".join(_heavy(modules))
+    # nor the log reader: a one-line question within the cap holds no log (and no live job is asked about)
+    assert not {"agent.logs", "jobs.reader", "jobs.triage", "jobs.procs"} & modules
 
 
 def _chunks() -> list[StoredChunk]:
