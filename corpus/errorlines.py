@@ -141,6 +141,25 @@ def _pasted(line: str) -> bool:
     return PASTED.search(line) is not None and PROSE.search(line) is None
 
 
+def output_lines(lines: list[str]) -> set[int]:
+    """The indexes of ``lines`` that are output, not the asker's words: pasted lines (``_pasted``), the lines of a
+    fenced block, and a line between two output lines that does not read as prose (a library's own log line without
+    a prefix, "Device does not support bfloat16. Set float16 forcefully", between timestamped ones)."""
+    out: set[int] = set()
+    fenced = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            out.add(i)
+        elif fenced or _pasted(line):
+            out.add(i)
+    written = [i for i, line in enumerate(lines) if line.strip()]
+    for before, i, after in zip(written, written[1:], written[2:], strict=False):
+        if i not in out and before in out and after in out and PROSE.search(lines[i][:READ_CHARS]) is None:
+            out.add(i)
+    return out
+
+
 def split_long_question(text: str, cap: int = QUESTION_CAP) -> tuple[str, str] | None:
     """A question longer than ``cap`` is a pasted log, perhaps after a few words of the asker's: (those words, the
     whole text to read as a log through the job reader). None for a question within the cap.

@@ -1,0 +1,39 @@
+"""The asker's own statement of a kind ("我们的 V100 不支持 bf16") leads where nothing quoted decided, but only in the
+asker's words: a library's own log line that reads alike ("Device does not support bfloat16. Set float16
+forcefully", between timestamped lines, or inside a fenced block) is output, which states nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from corpus.errorlines import output_lines
+from runbooks.registry import stated_kind
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+LOG = ("2026-11-08 08:40:10,742 - engine - WARNING - Did not find a chat template matching /data/model.\n"
+       "Device does not support bfloat16. Set float16 forcefully\n"
+       "[TM][WARNING] `max_context_token_num` = 32776.\n")
+
+
+def test_a_line_between_output_lines_is_output_unless_it_reads_as_prose() -> None:
+    lines = ["模型加载报错了，怎么办？", *LOG.splitlines(), "这是不是显卡的问题？", "```", "bf16: true", "```"]
+    assert output_lines(lines) == {1, 2, 3, 5, 6, 7}
+
+
+def test_the_askers_words_state_a_kind_and_output_does_not() -> None:
+    assert stated_kind("我们的 V100 不支持 bf16，怎么微调 qwen2-7b？") is not None
+    assert stated_kind("RuntimeError: CUDA runtime error: operation not supported\n" + LOG) is None
+    assert stated_kind("启动后报错：\n```\nDevice does not support bfloat16. Set float16 forcefully\n```") is None
+
+
+def test_a_pasted_notice_does_not_lead_the_answer(cli: Any) -> None:
+    question = ("RuntimeError: [TM][ERROR] CUDA runtime error: operation not supported allocator.h:197\n"
+                "直接调用 chat.py 会报如下错误，是 CUDA 版本不匹配吗？当前 CUDA 12.1，pytorch 2.2\n" + LOG)
+    done = cli("ask", "--json", "--no-probes", question)
+    assert done.returncode == 0, done.stderr[-600:]
+    lead = json.loads(done.stdout).get("lead") or {}
+    assert lead.get("kind") != "bf16_unsupported"
