@@ -1,0 +1,31 @@
+"""GPUs that take turns (one at 100% while the others wait, then the next) are one process driving a model split
+by layers (device_map="auto"), the one-GPU runbook's own symptom: the asker's words say so in English and Chinese
+and its fix that loads the whole model on each process's GPU comes first; a job that stops making progress while
+GPUs sit at 100% and 0% is a hang, not this."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("use_shared_index")
+
+
+@pytest.mark.parametrize("question", [
+    "为什么两张显卡是轮流在训练，不是一起跑？nvidia-smi 看每次都是一张跑满，另一张空闲",
+    "Fine-tuning with 4 GPUs but the GPUs take turns: one at 100% utilisation, the others at 0%, step time same as one GPU",
+])
+def test_gpus_taking_turns_load_the_whole_model_per_process(cli: Any, question: str) -> None:
+    done = cli("ask", "--json", "--no-probes", question)
+    assert done.returncode == 0, done.stderr[-600:]
+    answer = json.loads(done.stdout)
+    assert answer["lead"]["kind"] == "one_gpu_used"
+    assert "PartialState().local_process_index" in answer["verdict"]["fix"]
+
+
+def test_a_hang_with_gpus_at_100_and_0_is_not_this(cli: Any) -> None:
+    done = cli("ask", "--json", "--no-probes", "训练卡住了，没有报错，两张卡轮流跑满，loss 不再打印")
+    assert done.returncode == 0, done.stderr[-600:]
+    assert (json.loads(done.stdout).get("lead") or {}).get("kind") != "one_gpu_used"
