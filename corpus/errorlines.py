@@ -144,14 +144,16 @@ def _pasted(line: str) -> bool:
 def output_lines(lines: list[str]) -> set[int]:
     """The indexes of ``lines`` that are output, not the asker's words: pasted lines (``_pasted``), the lines of a
     fenced block, and a line between two output lines that does not read as prose (a library's own log line without
-    a prefix, "Device does not support bfloat16. Set float16 forcefully", between timestamped ones)."""
+    a prefix, "Device does not support bfloat16. Set float16 forcefully", between timestamped ones). The first line
+    written is the asker's (a report's title: "[Issue] 不支持BF16的显卡..." is no log prefix) unless it opens a fence."""
     out: set[int] = set()
     fenced = False
+    first = next((i for i, line in enumerate(lines) if line.strip()), -1)
     for i, line in enumerate(lines):
         if line.lstrip().startswith("```"):
             fenced = not fenced
             out.add(i)
-        elif fenced or _pasted(line):
+        elif fenced or (i != first and _pasted(line)):
             out.add(i)
     written = [i for i, line in enumerate(lines) if line.strip()]
     for before, i, after in zip(written, written[1:], written[2:], strict=False):

@@ -22,6 +22,7 @@ LOG = ("2026-11-08 08:40:10,742 - engine - WARNING - Did not find a chat templat
 def test_a_line_between_output_lines_is_output_unless_it_reads_as_prose() -> None:
     lines = ["模型加载报错了，怎么办？", *LOG.splitlines(), "这是不是显卡的问题？", "```", "bf16: true", "```"]
     assert output_lines(lines) == {1, 2, 3, 5, 6, 7}
+    assert output_lines(["[Issue] 不支持BF16的显卡运行示例出错", "[INFO] loading"]) == {1}  # a title's tag is no log prefix
 
 
 def test_the_askers_words_state_a_kind_and_output_does_not() -> None:

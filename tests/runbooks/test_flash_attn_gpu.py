@@ -38,3 +38,12 @@ def test_the_refusal_is_not_the_install_family_and_a_missing_module_still_is() -
     named = lambda line: {f.name for f in families.detect(line)}  # noqa: E731
     assert "FlashAttention install or import" not in named(REFUSED)
     assert "FlashAttention install or import" in named("ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi")
+
+
+@pytest.mark.parametrize("check", ["is_sm8x || is_sm75", "is_sm90 || is_sm8x || is_sm75"])
+def test_flash_attention_1s_check_without_a_message_gets_the_same_runbook(cli: CliRunner, check: str) -> None:
+    """flash-attn 1.x (Turing and newer) refuses a V100 with a bare TORCH_CHECK: the same failure, the same fixes."""
+    answer = _ask(cli, "V100 finetune error\nflash_attn/flash_attn_interface.py:21 in _flash_attn_forward\n"
+                       f"RuntimeError: Expected {check} to be true, but got false.")
+    assert runbook_of(answer["citations"]) == "flash_attn_gpu", answer["citations"][:2]
+    assert 'attn_implementation="sdpa"' in answer["answer"]
