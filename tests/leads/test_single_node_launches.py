@@ -5,10 +5,10 @@ the first fix for such a job; with a hostfile it still is."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json, lead_kind
 
 from agent.stated import stated_facts
 
@@ -36,8 +36,6 @@ def test_a_single_node_launch_states_one_node(text: str, one_node: bool) -> None
      "backend nccl", True),
 ])
 def test_the_multi_node_launch_is_not_first_for_a_one_node_job(cli: Any, question: str, multi_node_first: bool) -> None:
-    done = cli("ask", "--json", "--no-probes", question)
-    assert done.returncode == 0, done.stderr[-600:]
-    answer = json.loads(done.stdout)
-    assert answer["lead"]["kind"] == "deepspeed_init_hang"
+    answer = ask_json(cli, question)
+    assert lead_kind(answer) == "deepspeed_init_hang"
     assert ("--hostfile" in answer["verdict"]["fix"]) is multi_node_first

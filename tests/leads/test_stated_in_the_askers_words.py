@@ -4,10 +4,10 @@ forcefully", between timestamped lines, or inside a fenced block) is output, whi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json, lead_kind
 
 from corpus.errorlines import output_lines
 from runbooks.registry import stated_kind
@@ -34,7 +34,16 @@ def test_the_askers_words_state_a_kind_and_output_does_not() -> None:
 def test_a_pasted_notice_does_not_lead_the_answer(cli: Any) -> None:
     question = ("RuntimeError: [TM][ERROR] CUDA runtime error: operation not supported allocator.h:197\n"
                 "直接调用 chat.py 会报如下错误，是 CUDA 版本不匹配吗？当前 CUDA 12.1，pytorch 2.2\n" + LOG)
-    done = cli("ask", "--json", "--no-probes", question)
-    assert done.returncode == 0, done.stderr[-600:]
-    lead = json.loads(done.stdout).get("lead") or {}
-    assert lead.get("kind") != "bf16_unsupported"
+    answer = ask_json(cli, question)
+    assert lead_kind(answer) != "bf16_unsupported"
+
+
+@pytest.mark.parametrize(("text", "stated"), [
+    ("[Bug] V100 cannot perform full fine-tuning of BF16 models", True),
+    ("我的 T4 无法使用 bf16 训练，怎么改？", True),
+    ("V100 cannot load the model, bf16 weights are 30 GB", False),  # the GPU cannot load it: no bf16 statement
+    ("my V100 runs bf16 fine but the loss is nan", False),
+])
+def test_a_gpu_without_bf16_that_cannot_run_it_states_the_kind(text: str, stated: bool) -> None:
+    found = stated_kind(text)
+    assert (found is not None and found[0] == "bf16_unsupported") is stated, found

@@ -4,10 +4,10 @@ CPU) comes first (data/kinds.json moments), while an OOM that says nothing of GP
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json, lead_kind
 
 pytestmark = pytest.mark.usefixtures("use_shared_index")
 
@@ -20,8 +20,6 @@ pytestmark = pytest.mark.usefixtures("use_shared_index")
      "79.15 GiB of which 1.12 GiB is free.", False),
 ])
 def test_gpu_zero_holding_more_pins_each_rank_first(cli: Any, question: str, pinned_first: bool) -> None:
-    done = cli("ask", "--json", "--no-probes", question)
-    assert done.returncode == 0, done.stderr[-600:]
-    answer = json.loads(done.stdout)
-    assert answer["lead"]["kind"] == "cuda_oom"
+    answer = ask_json(cli, question)
+    assert lead_kind(answer) == "cuda_oom"
     assert ("torch.cuda.set_device(local_rank)" in answer["verdict"]["fix"]) is pinned_first

@@ -6,10 +6,10 @@ languages."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json, lead_kind
 
 from runbooks.catalog import runbooks
 from runbooks.registry import kinds
@@ -36,8 +36,6 @@ def test_every_moment_names_one_fix_of_its_runbook_in_each_language() -> None:
      "file write failed\nOSError: [Errno 28] No space left on device", "--save_total_limit"),
 ])
 def test_the_folder_that_filled_gets_its_fix_first(cli: Any, paste: str, first: str) -> None:
-    done = cli("ask", "--json", "--no-probes", paste)
-    assert done.returncode == 0, done.stderr[-600:]
-    answer = json.loads(done.stdout)
-    assert answer["lead"]["kind"] == "disk_full"
+    answer = ask_json(cli, paste)
+    assert lead_kind(answer) == "disk_full"
     assert first in answer["verdict"]["fix"]

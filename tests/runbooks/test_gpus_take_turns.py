@@ -5,10 +5,10 @@ GPUs sit at 100% and 0% is a hang, not this."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from clikit import ask_json, lead_kind
 
 pytestmark = pytest.mark.usefixtures("use_shared_index")
 
@@ -18,14 +18,11 @@ pytestmark = pytest.mark.usefixtures("use_shared_index")
     "Fine-tuning with 4 GPUs but the GPUs take turns: one at 100% utilisation, the others at 0%, step time same as one GPU",
 ])
 def test_gpus_taking_turns_load_the_whole_model_per_process(cli: Any, question: str) -> None:
-    done = cli("ask", "--json", "--no-probes", question)
-    assert done.returncode == 0, done.stderr[-600:]
-    answer = json.loads(done.stdout)
-    assert answer["lead"]["kind"] == "one_gpu_used"
+    answer = ask_json(cli, question)
+    assert lead_kind(answer) == "one_gpu_used"
     assert "PartialState().local_process_index" in answer["verdict"]["fix"]
 
 
 def test_a_hang_with_gpus_at_100_and_0_is_not_this(cli: Any) -> None:
-    done = cli("ask", "--json", "--no-probes", "训练卡住了，没有报错，两张卡轮流跑满，loss 不再打印")
-    assert done.returncode == 0, done.stderr[-600:]
-    assert (json.loads(done.stdout).get("lead") or {}).get("kind") != "one_gpu_used"
+    answer = ask_json(cli, "训练卡住了，没有报错，两张卡轮流跑满，loss 不再打印")
+    assert lead_kind(answer) != "one_gpu_used"
