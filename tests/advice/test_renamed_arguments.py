@@ -39,6 +39,9 @@ def test_the_class_that_refused_it_picks_the_row() -> None:
     assert look_up("tokenizer", "MyCollator") is None  # another class's own argument
     assert look_up("use_flash_attention_2", "LlamaForCausalLM") is not None
     assert look_up("pad_to_multiple", "") is None
+    accelerator, arguments = look_up("logging_dir", "Accelerator"), look_up("logging_dir", "TrainingArguments")
+    assert accelerator is not None and (accelerator.project, accelerator.new) == ("accelerate", "project_dir")
+    assert arguments is not None and (arguments.project, arguments.new) == ("transformers", "")
 
 
 def test_the_command_line_and_code_forms_are_told_apart() -> None:
