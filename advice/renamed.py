@@ -44,6 +44,12 @@ def _table() -> tuple[Renamed, ...]:
                  for row in data["arguments"])
 
 
+def refuser(owner: str, call: str) -> str:
+    """What refused the argument, from the error's ``Owner.call()``: the class (``TrainingArguments.__init__()``),
+    else the function (``from_pretrained()``); "" for a bare ``__init__()``, which names nothing."""
+    return owner or ("" if call in ("", "__init__") else call)
+
+
 def look_up(name: str, refused_by: str = "") -> Renamed | None:
     """The row for argument ``name`` refused by ``refused_by`` (a class or function name; "" when the error names
     none, as Python before 3.10 prints ``__init__()``), the first in the table's order."""
@@ -57,8 +63,7 @@ def refused(lines: Sequence[str]) -> list[tuple[Renamed, bool]]:
     found: dict[tuple[str, str], tuple[Renamed, bool]] = {}
     for line in lines[:400]:
         for hit in UNEXPECTED.finditer(line):
-            owner = hit["owner"] or ("" if hit["call"] == "__init__" else hit["call"])
-            if (row := look_up(hit["name"], owner)) is not None:
+            if (row := look_up(hit["name"], refuser(hit["owner"] or "", hit["call"]))) is not None:
                 found.setdefault((row.project, row.old), (row, False))
         for hit in NOT_USED.finditer(line):
             for flag in re.findall(r"['\"]--?(\w+)['\"]", hit["flags"]):
@@ -67,4 +72,4 @@ def refused(lines: Sequence[str]) -> list[tuple[Renamed, bool]]:
     return list(found.values())
 
 
-__all__ = ["Renamed", "look_up", "refused"]
+__all__ = ["Renamed", "look_up", "refused", "refuser"]

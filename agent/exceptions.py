@@ -78,10 +78,9 @@ def _read(group: str, pattern: re.Pattern[str], groups: dict[str, str], text: st
     ``renamed``, the thing is an argument its library renamed or removed, refused by the class or function that took
     it (advice.renamed)."""
     if group == "renamed":
-        from advice.renamed import look_up
+        from advice.renamed import look_up, refuser
 
-        owner = groups.get("module") or ("" if groups.get("call") in (None, "", "__init__") else groups.get("call", ""))
-        return look_up(groups.get("thing") or "", owner) is not None
+        return look_up(groups.get("thing") or "", refuser(groups.get("module") or "", groups.get("call") or "")) is not None
     return pattern.search(text[:20000] if group == "context" else groups.get(group) or "") is not None
 
 

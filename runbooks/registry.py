@@ -184,23 +184,17 @@ def stated_kind(text: str) -> tuple[str, str] | None:
     """(the kind, the words) that the report's opening states outright (data/kinds.json ``stated_by``), not denied,
     in the asker's own words: a line of pasted output that reads alike (lmdeploy's "Device does not support
     bfloat16" between its timestamped lines) states nothing (corpus.errorlines.output_lines)."""
-    from bisect import bisect_right
-
     from corpus.errorlines import output_lines
 
     head = text[:STATED_IN]
-    lines = head.split("\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
     output: set[int] | None = None
     for name, own in kinds().items():
         for pattern in _compiled(own.stated_by):
             for found in pattern.finditer(head):
                 if denied(head, found.start()):
                     continue
-                output = output_lines(lines) if output is None else output
-                if bisect_right(starts, found.start()) - 1 not in output:
+                output = output_lines(head.split("\n")) if output is None else output
+                if head.count("\n", 0, found.start()) not in output:
                     return name, found.group(0)
     return None
 
